@@ -1,0 +1,100 @@
+"""Active ownership: every dataset keeps enough active owners of the required types.
+
+Catches orphaned ownership after an employee leaves. It runs over an ownership snapshot: one row
+per dataset-owner edge (a dataset with no owner at all appears once with a NULL owner). A
+violation is a dataset with fewer active owners of the listed types than required.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reflex_actions.controls.base import Control, register_control, validate_column_name
+from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+
+#: corpUserStatus.status of a user who can still act as an owner.
+ACTIVE_STATUS = "ACTIVE"
+
+
+class OwnershipColumns(BaseModel):
+    """Column names of the ownership snapshot; the defaults are what Reflex's exporter writes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str = "dataset_urn"
+    owner: str = "owner_urn"
+    ownership_type: str = "ownership_type"
+    owner_status: str = "owner_status"
+
+    @field_validator("*")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        return validate_column_name(value)
+
+
+@register_control
+class ActiveOwnershipControl(Control):
+    type: Literal["active_ownership"] = "active_ownership"
+    min_active_owners: int = Field(default=1, ge=1)
+    owner_types: list[str] | None = Field(default=None, min_length=1)
+    columns: OwnershipColumns = OwnershipColumns()
+
+    violation_unit: ClassVar[str] = "under-owned datasets"
+
+    @field_validator("owner_types")
+    @classmethod
+    def _check_owner_types(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not item.strip() for item in value):
+            raise ValueError("owner_types holds an empty ownership type")
+        return value
+
+    def required_columns(self) -> list[str]:
+        c = self.columns
+        return [c.dataset, c.owner, c.ownership_type, c.owner_status]
+
+    def allowed_violations(self) -> int:
+        return 0
+
+    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
+        dataset, owner, ownership_type, status = (
+            quote_identifier(name) for name in self.required_columns()
+        )
+        counts_owner = f"{status} = $active_status"
+        params: dict[str, Any] = {
+            **relation.params,
+            "active_status": ACTIVE_STATUS,
+            "min_active_owners": self.min_active_owners,
+            "sample_size": sample_size,
+        }
+        if self.owner_types is not None:
+            counts_owner += f" AND list_contains($owner_types, {ownership_type})"
+            params["owner_types"] = list(self.owner_types)
+        grouped = relation.partition_select() + dataset
+        under_owned = f"active_owners < $min_active_owners AND {dataset} IS NOT NULL"
+        sql = f"""WITH snapshot AS (
+{indent(relation.sql)}
+),
+dataset_owners AS (
+    SELECT {grouped},
+        count(*) AS edges,
+        count(DISTINCT {owner}) FILTER (WHERE {counts_owner}) AS active_owners
+    FROM snapshot
+    GROUP BY {grouped}
+)
+SELECT
+    {relation.partition_select()}coalesce(sum(edges), 0)::BIGINT AS rows_scanned,
+    count(*) FILTER (WHERE {under_owned})::BIGINT AS violation_count,
+    arg_min(row({dataset}, active_owners), row(active_owners, {dataset}), $sample_size)
+        FILTER (WHERE {under_owned}) AS sample
+FROM dataset_owners{relation.partition_suffix()}"""
+        return CompiledQuery(sql=sql, params=params)
+
+    def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        dataset, active_owners = row
+        return {"dataset": dataset, "active_owners": active_owners}
+
+    def describe(self) -> str:
+        kinds = ", ".join(self.owner_types) if self.owner_types else "any type"
+        return f"every dataset has at least {self.min_active_owners} active owner(s) of {kinds}"

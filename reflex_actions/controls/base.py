@@ -1,0 +1,67 @@
+"""The contract every control type implements.
+
+A control type is one module in this package defining a subclass of :class:`Control` decorated
+with :func:`register_control`. Specs are strict: unknown keys are rejected.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from reflex_actions.sql import CompiledQuery, Relation
+
+
+def validate_column_name(name: str) -> str:
+    """Column names may hold any character (they are quoted), but not be empty or hold NUL."""
+    if not name.strip() or "\x00" in name:
+        raise ValueError(f"column name {name!r} is empty or contains a NUL byte")
+    return name
+
+
+class Control(BaseModel, ABC):
+    """A typed, validated control spec that compiles to DuckDB SQL."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+
+    #: Human name of what one violation counts (e.g. "duplicate rows").
+    violation_unit: ClassVar[str] = "violations"
+
+    @abstractmethod
+    def required_columns(self) -> list[str]:
+        """Columns a snapshot must have for this control to be evaluable."""
+
+    @abstractmethod
+    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
+        """The query returning rows_scanned, violation_count and up to ``sample_size`` worst
+        offenders over ``relation`` (one row, or one per partition)."""
+
+    @abstractmethod
+    def allowed_violations(self) -> int:
+        """The control passes while violation_count is at most this."""
+
+    @abstractmethod
+    def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        """Turn one raw sample tuple from the query into a readable record."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line a steward reads, e.g. ``transaction_id is unique``."""
+
+
+CONTROL_TYPES: dict[str, type[Control]] = {}
+
+
+def register_control(cls: type[Control]) -> type[Control]:
+    """Register a control type under the literal value of its ``type`` field."""
+    type_name = cls.model_fields["type"].default
+    if not isinstance(type_name, str):
+        raise TypeError(f"{cls.__name__}.type needs a string default naming the control type")
+    if type_name in CONTROL_TYPES and CONTROL_TYPES[type_name] is not cls:
+        raise TypeError(f"control type {type_name!r} is registered twice")
+    CONTROL_TYPES[type_name] = cls
+    return cls

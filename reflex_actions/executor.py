@@ -1,0 +1,66 @@
+"""Run a control on one snapshot file and report the outcome."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel
+
+from reflex_actions.controls import Control
+from reflex_actions.errors import SnapshotUnreadableError
+from reflex_actions.snapshots import SnapshotFile
+
+DEFAULT_SAMPLE_SIZE = 5
+
+
+class ControlResult(BaseModel):
+    """The outcome of one control on one snapshot."""
+
+    control_type: str
+    control: str
+    snapshot: str
+    snapshot_id: str
+    passed: bool
+    violation_count: int
+    allowed_violations: int
+    rows_scanned: int
+    sample: list[dict[str, Any]]
+    elapsed_ms: float
+
+
+def run_control(
+    control: Control,
+    snapshot_path: str | Path,
+    *,
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+    connection: duckdb.DuckDBPyConnection | None = None,
+) -> ControlResult:
+    """Evaluate ``control`` on the snapshot; raise a SnapshotError if it cannot be evaluated."""
+    started = time.perf_counter()
+    snapshot = SnapshotFile.from_path(snapshot_path)
+    con = connection or duckdb.connect()
+    try:
+        snapshot.check_columns(con, control.required_columns())
+        query = control.compile(snapshot.relation(), sample_size=sample_size)
+        try:
+            rows_scanned, violation_count, sample = con.execute(query.sql, query.params).fetchone()
+        except duckdb.Error as error:
+            raise SnapshotUnreadableError(f"cannot evaluate snapshot {snapshot.path}: {error}") from None
+    finally:
+        if connection is None:
+            con.close()
+    return ControlResult(
+        control_type=control.type,
+        control=control.describe(),
+        snapshot=str(snapshot.path),
+        snapshot_id=snapshot.snapshot_id,
+        passed=violation_count <= control.allowed_violations(),
+        violation_count=violation_count,
+        allowed_violations=control.allowed_violations(),
+        rows_scanned=rows_scanned,
+        sample=[control.sample_row(row) for row in sample or []],
+        elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
+    )

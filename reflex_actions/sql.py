@@ -1,0 +1,60 @@
+"""SQL building blocks shared by every control template.
+
+Identifiers are always quoted and values always bound as named parameters: control specs and
+snapshot schemas come from users and incident text, and must never be formatted into SQL raw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a column name for DuckDB, doubling embedded quotes."""
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid column name {name!r}: empty or contains a NUL byte")
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A table a control reads: a SELECT over snapshot file(s), with its bound parameters.
+
+    When ``partition_column`` is set the relation holds several snapshots and every control
+    returns one result row per value of that column (used by the backtester to evaluate a whole
+    history in one query).
+    """
+
+    sql: str
+    params: dict[str, Any] = field(default_factory=dict)
+    partition_column: str | None = None
+
+    def partition_select(self) -> str:
+        """``"col", `` to lead a per-partition SELECT or GROUP BY list; empty when unpartitioned."""
+        return f"{quote_identifier(self.partition_column)}, " if self.partition_column else ""
+
+    def partition_suffix(self) -> str:
+        """The GROUP BY / ORDER BY that makes an aggregate return one row per partition."""
+        if not self.partition_column:
+            return ""
+        column = quote_identifier(self.partition_column)
+        return f"\nGROUP BY {column}\nORDER BY {column}"
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    """A control compiled against a relation.
+
+    The query returns the columns ``rows_scanned``, ``violation_count`` and ``sample`` (a list of
+    row tuples, worst offenders first), preceded by the partition column when there is one.
+    """
+
+    sql: str
+    params: dict[str, Any]
+
+
+def indent(sql: str, spaces: int = 4) -> str:
+    """Indent a multi-line SQL fragment so nested queries stay readable."""
+    pad = " " * spaces
+    return "\n".join(pad + line if line else line for line in sql.splitlines())
