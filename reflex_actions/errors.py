@@ -36,3 +36,8 @@ class SchemaDriftError(SnapshotError):
             f"{', '.join(repr(c) for c in missing)}; "
             f"the snapshot has {', '.join(repr(c) for c in available) or 'no columns'}"
         )
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an engine error: DuckDB appends a SQL excerpt that only confuses users."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

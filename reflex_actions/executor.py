@@ -10,7 +10,7 @@ import duckdb
 from pydantic import BaseModel
 
 from reflex_actions.controls import Control
-from reflex_actions.errors import SnapshotUnreadableError
+from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
 
 DEFAULT_SAMPLE_SIZE = 5
@@ -48,7 +48,9 @@ def run_control(
         try:
             rows_scanned, violation_count, sample = con.execute(query.sql, query.params).fetchone()
         except duckdb.Error as error:
-            raise SnapshotUnreadableError(f"cannot evaluate snapshot {snapshot.path}: {error}") from None
+            raise SnapshotUnreadableError(
+                f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
+            ) from None
     finally:
         if connection is None:
             con.close()

@@ -13,12 +13,21 @@ from typing import Literal
 
 import duckdb
 
-from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
+from reflex_actions.errors import (
+    SchemaDriftError,
+    SnapshotNotFoundError,
+    SnapshotUnreadableError,
+    first_line,
+)
 from reflex_actions.sql import Relation
 
 SnapshotFormat = Literal["parquet", "csv"]
 
-FORMATS_BY_SUFFIX: dict[str, SnapshotFormat] = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+FORMATS_BY_SUFFIX: dict[str, SnapshotFormat] = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+}
 
 
 def reader_call(snapshot_format: SnapshotFormat, parameter: str) -> str:
@@ -64,7 +73,9 @@ class SnapshotFile:
         try:
             described = connection.execute(f"DESCRIBE {relation.sql}", relation.params).fetchall()
         except duckdb.Error as error:
-            raise SnapshotUnreadableError(f"cannot read snapshot {self.path}: {error}") from None
+            raise SnapshotUnreadableError(
+                f"cannot read snapshot {self.path}: {first_line(error)}"
+            ) from None
         return [row[0] for row in described]
 
     def check_columns(self, connection: duckdb.DuckDBPyConnection, required: list[str]) -> None:

@@ -85,7 +85,7 @@ def parse_control_spec(data: Any) -> Control:
 def parse_control_yaml(text: str) -> Control:
     """Parse a control spec from YAML text, strictly."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:
         raise ControlSpecError(f"control spec is not valid YAML: {error}") from None
     return parse_control_spec(data)

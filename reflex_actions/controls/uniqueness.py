@@ -42,7 +42,7 @@ class UniquenessControl(Control):
     @model_validator(mode="after")
     def _exactly_one_key(self) -> UniquenessControl:
         if (self.field is None) == (self.fields is None):
-            raise ValueError("give exactly one of 'field' (one column) or 'fields' (a composite key)")
+            raise ValueError("give exactly one of 'field' (a column) or 'fields' (a composite key)")
         return self
 
     @property
@@ -78,9 +78,12 @@ FROM key_counts{relation.partition_suffix()}"""
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         *key_values, occurrences = row
-        return {"key": dict(zip(self.key_fields, key_values, strict=True)), "occurrences": occurrences}
+        key = dict(zip(self.key_fields, key_values, strict=True))
+        return {"key": key, "occurrences": occurrences}
 
     def describe(self) -> str:
         key = ", ".join(self.key_fields)
-        allowance = f" (up to {self.max_duplicate_count} duplicates allowed)" if self.max_duplicate_count else ""
-        return f"({key}) identifies at most one row{allowance}"
+        rule = f"({key}) identifies at most one row"
+        if self.max_duplicate_count:
+            return f"{rule}, {self.max_duplicate_count} duplicate(s) allowed"
+        return rule

@@ -1,0 +1,1 @@
+"""The ``datahub-reflex`` command line."""

@@ -1,0 +1,72 @@
+"""``datahub-reflex control``: compile a control spec to SQL, or run it on one snapshot."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.controls import load_control_spec
+from reflex_actions.executor import DEFAULT_SAMPLE_SIZE, ControlResult, run_control
+from reflex_actions.sql import Relation
+
+#: The relation shown in compiled SQL: the snapshot file is bound at run time as ``$snapshot``.
+DISPLAY_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
+
+
+@click.group()
+def control() -> None:
+    """Compile and run controls."""
+
+
+@control.command("compile")
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print SQL and parameters as JSON.")
+@reports_bad_input
+def compile_command(spec: Path, as_json: bool) -> None:
+    """Print the DuckDB SQL a control SPEC compiles to (parameters bound at run time)."""
+    control_spec = load_control_spec(spec)
+    query = control_spec.compile(DISPLAY_RELATION, sample_size=DEFAULT_SAMPLE_SIZE)
+    params = {name: value for name, value in query.params.items() if name != "snapshot"}
+    if as_json:
+        print_json({"type": control_spec.type, "sql": query.sql, "parameters": params})
+        return
+    click.echo(f"-- {control_spec.type}: {control_spec.describe()}")
+    click.echo("-- $snapshot = the snapshot file (read_csv(..., all_varchar = true) for CSV)")
+    for name, value in params.items():
+        click.echo(f"-- ${name} = {value!r}")
+    click.echo(query.sql + ";")
+
+
+@control.command("run")
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option(
+    "--snapshot", required=True, type=click.Path(path_type=Path), help="Parquet or CSV file."
+)
+@click.option(
+    "--sample-size", default=DEFAULT_SAMPLE_SIZE, show_default=True, type=click.IntRange(0)
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@reports_bad_input
+def run_command(spec: Path, snapshot: Path, sample_size: int, as_json: bool) -> None:
+    """Run a control SPEC on one snapshot; exit 0 if it passes, 1 if it fails, 2 on bad input."""
+    result = run_control(load_control_spec(spec), snapshot, sample_size=sample_size)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        _print_result(result)
+    sys.exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)
+
+
+def _print_result(result: ControlResult) -> None:
+    verdict = "PASS" if result.passed else "FAIL"
+    click.echo(
+        f"{verdict}  {result.control_type}: {result.control}\n"
+        f"      snapshot {result.snapshot_id} ({result.snapshot}): "
+        f"{result.violation_count} violation(s) in {result.rows_scanned} row(s), "
+        f"{result.allowed_violations} allowed, {result.elapsed_ms:.0f} ms"
+    )
+    for row in result.sample:
+        click.echo(f"      - {row}")

@@ -1,0 +1,17 @@
+"""Entry point of the ``datahub-reflex`` console script."""
+
+from __future__ import annotations
+
+import click
+
+from reflex_actions import __version__
+from reflex_actions.cli.control import control
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="datahub-reflex")
+def cli() -> None:
+    """DataHub Reflex: turn resolved incidents into tested, reusable preventive controls."""
+
+
+cli.add_command(control)

@@ -1,0 +1,71 @@
+"""Semantics specific to the active-ownership control."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reflex_actions.controls.active_ownership import ActiveOwnershipControl
+from reflex_actions.executor import run_control
+from tests.conftest import write_snapshot
+
+
+def edge(dataset: str, owner: str | None, kind: str | None, status: str | None) -> dict:
+    return {
+        "dataset_urn": dataset,
+        "owner_urn": owner,
+        "ownership_type": kind,
+        "owner_status": status,
+    }
+
+
+EDGES = [
+    edge("ds:a", "u:1", "TECHNICAL_OWNER", "ACTIVE"),
+    edge("ds:a", "u:1", "DATA_STEWARD", "ACTIVE"),  # same person twice counts once
+    edge("ds:b", "u:2", "TECHNICAL_OWNER", "ACTIVE"),
+    edge("ds:b", "u:3", "TECHNICAL_OWNER", "ACTIVE"),
+    edge("ds:c", "u:4", "BUSINESS_OWNER", "ACTIVE"),
+    edge("ds:c", "u:5", "TECHNICAL_OWNER", "SUSPENDED"),
+]
+
+
+def test_distinct_active_owners_are_counted(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "owners.csv", EDGES)
+    two_needed = run_control(ActiveOwnershipControl(min_active_owners=2), path)
+    # ds:a has one distinct person, ds:c one active (u:4); ds:b has two
+    assert two_needed.violation_count == 2
+    assert [item["dataset"] for item in two_needed.sample] == ["ds:a", "ds:c"]
+    assert [item["active_owners"] for item in two_needed.sample] == [1, 1]
+
+
+def test_owner_types_restrict_who_counts(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "owners.parquet", EDGES)
+    technical = run_control(ActiveOwnershipControl(owner_types=["TECHNICAL_OWNER"]), path)
+    assert technical.violation_count == 1
+    assert technical.sample == [{"dataset": "ds:c", "active_owners": 0}]
+    any_type = run_control(ActiveOwnershipControl(), path)
+    assert any_type.passed
+
+
+def test_custom_column_names(tmp_path: Path) -> None:
+    renamed = [
+        {
+            "asset": e["dataset_urn"],
+            "who": e["owner_urn"],
+            "kind": e["ownership_type"],
+            "state": e["owner_status"],
+        }
+        for e in EDGES
+    ]
+    path = write_snapshot(tmp_path / "owners.parquet", renamed)
+    control = ActiveOwnershipControl.model_validate(
+        {
+            "owner_types": ["TECHNICAL_OWNER"],
+            "columns": {
+                "dataset": "asset",
+                "owner": "who",
+                "ownership_type": "kind",
+                "owner_status": "state",
+            },
+        }
+    )
+    assert run_control(control, path).violation_count == 1

@@ -1,0 +1,49 @@
+"""Semantics specific to the uniqueness control."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.executor import run_control
+from tests.conftest import write_snapshot
+
+ROWS = [
+    {"order_id": 1, "line_no": 1},
+    {"order_id": 1, "line_no": 2},
+    {"order_id": 2, "line_no": 1},
+    {"order_id": 2, "line_no": 1},
+    {"order_id": 3, "line_no": None},
+    {"order_id": 3, "line_no": None},
+]
+
+
+def test_composite_key_counts_rows_beyond_the_first(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "lines.parquet", ROWS)
+    result = run_control(UniquenessControl(fields=["order_id", "line_no"]), path)
+    # (2, 1) twice -> one extra row; (3, NULL) is not a key and never a duplicate
+    assert result.violation_count == 1
+    assert result.sample == [{"key": {"order_id": 2, "line_no": 1}, "occurrences": 2}]
+    # order_id alone is duplicated three times over
+    assert run_control(UniquenessControl(field="order_id"), path).violation_count == 3
+
+
+def test_max_duplicate_count_is_a_tolerance(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "lines.parquet", ROWS)
+    assert not run_control(UniquenessControl(field="order_id", max_duplicate_count=2), path).passed
+    tolerant = run_control(UniquenessControl(field="order_id", max_duplicate_count=3), path)
+    assert tolerant.passed and tolerant.violation_count == 3
+
+
+def test_sample_lists_worst_keys_first_and_is_capped(tmp_path: Path) -> None:
+    rows = [{"k": f"key{n}"} for n in range(1, 9) for _ in range(n)]  # key n appears n times
+    path = write_snapshot(tmp_path / "s.parquet", rows)
+    result = run_control(UniquenessControl(field="k"), path, sample_size=3)
+    assert [item["key"]["k"] for item in result.sample] == ["key8", "key7", "key6"]
+    assert result.violation_count == sum(n - 1 for n in range(1, 9))
+
+
+def test_empty_snapshot_passes_with_zero_rows(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "empty.parquet", [], columns=["k"])
+    result = run_control(UniquenessControl(field="k"), path)
+    assert (result.passed, result.rows_scanned, result.violation_count) == (True, 0, 0)
