@@ -19,7 +19,7 @@ from reflex_actions.errors import (
     SnapshotUnreadableError,
     first_line,
 )
-from reflex_actions.sql import Relation
+from reflex_actions.sql import Relation, quote_identifier
 
 SnapshotFormat = Literal["parquet", "csv"]
 
@@ -30,11 +30,45 @@ FORMATS_BY_SUFFIX: dict[str, SnapshotFormat] = {
 }
 
 
-def reader_call(snapshot_format: SnapshotFormat, parameter: str) -> str:
-    """The DuckDB table function reading the file(s) bound to ``$parameter``."""
-    if snapshot_format == "parquet":
-        return f"read_parquet(${parameter})"
-    return f"read_csv(${parameter}, header = true, all_varchar = true)"
+#: Column holding the source file path when several snapshots are read as one relation.
+FILE_COLUMN = "__reflex_file"
+
+
+def reader_call(snapshot_format: SnapshotFormat, parameter: str, *, many: bool = False) -> str:
+    """The DuckDB table function reading the file(s) bound to ``$parameter``.
+
+    With ``many``, the files are read as one table with columns matched by name and each row
+    tagged with its file in :data:`FILE_COLUMN`.
+    """
+    arguments = [f"${parameter}"]
+    if snapshot_format == "csv":
+        arguments += ["header = true", "all_varchar = true"]
+    if many:
+        arguments += [f"filename = '{FILE_COLUMN}'", "union_by_name = true"]
+    function = "read_parquet" if snapshot_format == "parquet" else "read_csv"
+    return f"{function}({', '.join(arguments)})"
+
+
+def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> Relation:
+    """Several snapshots as one relation partitioned by file, projecting only ``columns``.
+
+    Parquet and CSV files are read by one reader each and combined by column name, so a whole
+    history is evaluated in one query.
+    """
+    projection = ", ".join(quote_identifier(name) for name in [FILE_COLUMN, *columns])
+    selects: list[str] = []
+    params: dict[str, list[str]] = {}
+    for snapshot_format in ("parquet", "csv"):
+        paths = [str(s.path) for s in snapshots if s.format == snapshot_format]
+        if paths:
+            parameter = f"{snapshot_format}_files"
+            params[parameter] = paths
+            selects.append(
+                f"SELECT {projection} FROM {reader_call(snapshot_format, parameter, many=True)}"
+            )
+    return Relation(
+        sql="\nUNION ALL BY NAME\n".join(selects), params=params, partition_column=FILE_COLUMN
+    )
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reflex_actions import __version__
+from reflex_actions.cli.backtest import backtest_command
 from reflex_actions.cli.control import control
 
 
@@ -15,3 +16,4 @@ def cli() -> None:
 
 
 cli.add_command(control)
+cli.add_command(backtest_command)

@@ -1,0 +1,225 @@
+"""Evaluate a control on every snapshot of each candidate's history, one DuckDB query each."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import duckdb
+
+from reflex_actions.backtest.history import History
+from reflex_actions.backtest.metrics import (
+    BacktestReport,
+    DatasetBacktest,
+    Scores,
+    SnapshotOutcome,
+)
+from reflex_actions.controls import Control
+from reflex_actions.errors import SnapshotError, first_line
+from reflex_actions.snapshots import SnapshotFile, files_relation
+
+DEFAULT_SAMPLE_SIZE = 3
+#: DuckDB spills aggregates to disk beyond this, keeping a backtest's memory bounded.
+DEFAULT_MEMORY_LIMIT = "768MB"
+
+#: Called with (dataset, fraction done of its query) while a long query runs.
+ProgressCallback = Callable[[str, float], None]
+
+RawRow = tuple[int, int, list[tuple[Any, ...]] | None]
+
+
+def backtest(
+    control: Control,
+    histories: Sequence[History],
+    *,
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    progress: ProgressCallback | None = None,
+) -> BacktestReport:
+    """Backtest ``control`` on each history and score it against the histories' labels."""
+    started = time.perf_counter()
+    datasets: list[DatasetBacktest] = []
+    outcomes: list[SnapshotOutcome] = []
+    with tempfile.TemporaryDirectory(prefix="reflex-backtest-") as spill_dir:
+        con = duckdb.connect(
+            config={
+                "memory_limit": memory_limit,
+                "temp_directory": spill_dir,
+                "preserve_insertion_order": False,
+            }
+        )
+        try:
+            for history in histories:
+                dataset, dataset_outcomes = _backtest_history(
+                    con, control, history, sample_size, progress
+                )
+                datasets.append(dataset)
+                outcomes.extend(dataset_outcomes)
+        finally:
+            con.close()
+    return BacktestReport(
+        control_type=control.type,
+        control=control.describe(),
+        spec=control.model_dump(mode="json", exclude_defaults=True) | {"type": control.type},
+        datasets=datasets,
+        per_snapshot=outcomes,
+        elapsed_ms=_elapsed_ms(started),
+        **Scores.compute(
+            outcomes,
+            candidate_assets=len(datasets),
+            applicable_assets=sum(dataset.applicable for dataset in datasets),
+        ),
+    )
+
+
+def _backtest_history(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    history: History,
+    sample_size: int,
+    progress: ProgressCallback | None,
+) -> tuple[DatasetBacktest, list[SnapshotOutcome]]:
+    started = time.perf_counter()
+    unusable: dict[str, str] = {}
+    evaluable: list[SnapshotFile] = []
+    for snapshot in history.snapshots:
+        try:
+            snapshot.check_columns(con, control.required_columns())
+            evaluable.append(snapshot)
+        except SnapshotError as error:
+            unusable[snapshot.snapshot_id] = str(error)
+    raw = _evaluate(con, control, evaluable, sample_size, history.dataset, progress, unusable)
+    outcomes = [
+        _outcome(control, history, snapshot, raw.get(snapshot.snapshot_id), unusable)
+        for snapshot in history.snapshots
+    ]
+    applicable = any(outcome.evaluable for outcome in outcomes)
+    reason = None
+    if not history.snapshots:
+        reason = f"no snapshots in {history.folder}"
+    elif not applicable:
+        reason = "no snapshot could be evaluated: " + next(iter(unusable.values()))
+    dataset = DatasetBacktest(
+        dataset=history.dataset,
+        history=str(history.folder),
+        applicable=applicable,
+        reason=reason,
+        labels_without_snapshot=history.labels_without_snapshot(),
+        elapsed_ms=_elapsed_ms(started),
+        **Scores.compute(outcomes, candidate_assets=1, applicable_assets=int(applicable)),
+    )
+    return dataset, outcomes
+
+
+def _evaluate(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    snapshots: list[SnapshotFile],
+    sample_size: int,
+    dataset: str,
+    progress: ProgressCallback | None,
+    unusable: dict[str, str],
+) -> dict[str, RawRow]:
+    """Raw results by snapshot id, from one query over all files.
+
+    If that query fails (a file whose footer reads fine but whose data is corrupt), each file is
+    evaluated alone so that only the broken ones are marked not evaluable, with DuckDB's reason.
+    """
+    if not snapshots:
+        return {}
+    try:
+        return _run_partitioned(con, control, snapshots, sample_size, dataset, progress)
+    except duckdb.Error:
+        results: dict[str, RawRow] = {}
+        for snapshot in snapshots:
+            try:
+                results |= _run_partitioned(con, control, [snapshot], sample_size, dataset, None)
+            except duckdb.Error as error:
+                unusable[snapshot.snapshot_id] = (
+                    f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
+                )
+        return results
+
+
+def _run_partitioned(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    snapshots: list[SnapshotFile],
+    sample_size: int,
+    dataset: str,
+    progress: ProgressCallback | None,
+) -> dict[str, RawRow]:
+    query = control.compile(files_relation(snapshots, control.required_columns()), sample_size)
+    rows = _execute(con, query.sql, query.params, dataset, progress)
+    by_path = {path: (scanned, violations, sample) for path, scanned, violations, sample in rows}
+    # A file with no rows yields no group: it was read fine and holds nothing to flag.
+    return {s.snapshot_id: by_path.get(str(s.path), (0, 0, None)) for s in snapshots}
+
+
+def _execute(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: dict[str, Any],
+    dataset: str,
+    progress: ProgressCallback | None,
+) -> list[tuple[Any, ...]]:
+    """Run a query; with a progress callback, report DuckDB's query progress while it runs."""
+    if progress is None:
+        return con.execute(sql, params).fetchall()
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["rows"] = con.execute(sql, params).fetchall()
+        except duckdb.Error as error:
+            result["error"] = error
+
+    worker = threading.Thread(target=run, name="reflex-backtest-query")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+        fraction = con.query_progress()
+        if fraction >= 0:
+            progress(dataset, fraction / 100)
+    progress(dataset, 1.0)
+    if "error" in result:
+        raise result["error"]
+    return result["rows"]
+
+
+def _outcome(
+    control: Control,
+    history: History,
+    snapshot: SnapshotFile,
+    raw: RawRow | None,
+    unusable: dict[str, str],
+) -> SnapshotOutcome:
+    label = history.labels.get(snapshot.snapshot_id)
+    common = {
+        "dataset": history.dataset,
+        "snapshot_id": snapshot.snapshot_id,
+        "path": str(snapshot.path),
+        "labelled_failure": label is not None,
+        "incident": label.incident if label else None,
+    }
+    if raw is None:
+        reason = unusable.get(snapshot.snapshot_id, "not evaluated")
+        return SnapshotOutcome(**common, evaluable=False, reason=reason, verdict="not_evaluable")
+    rows_scanned, violation_count, sample = raw
+    flagged = violation_count > control.allowed_violations()
+    return SnapshotOutcome(
+        **common,
+        evaluable=True,
+        flagged=flagged,
+        violation_count=violation_count,
+        rows_scanned=rows_scanned,
+        sample=[control.sample_row(row) for row in sample or []],
+        verdict=SnapshotOutcome.verdict_for(flagged, label is not None),
+    )
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,123 @@
+"""A dataset's history: one snapshot file per run, and ``labels.yaml`` naming known failures.
+
+Layout (DESIGN.md §5)::
+
+    history/
+      2026-09-01.parquet        # snapshot id = file name without extension
+      2026-09-02.csv
+      labels.yaml               # failures: [2026-09-02, {snapshot: .., incident: urn:..}]
+
+Snapshots not named in ``labels.yaml`` count as normal; a history without ``labels.yaml`` has no
+labelled failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from reflex_actions.errors import ReflexError
+from reflex_actions.snapshots import FORMATS_BY_SUFFIX, SnapshotFile
+
+LABELS_FILE = "labels.yaml"
+
+
+class HistoryError(ReflexError):
+    """A history folder or its labels file that cannot be used."""
+
+
+class FailureLabel(BaseModel):
+    """A snapshot known to hold a failure, optionally with the incident that found it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    snapshot: str = Field(min_length=1)
+    incident: str | None = None
+
+    @field_validator("snapshot", mode="before")
+    @classmethod
+    def _snapshot_as_text(cls, value: object) -> object:
+        # YAML reads an unquoted 2026-09-04 as a date; snapshot ids are file names, i.e. text.
+        return str(value) if isinstance(value, date | int) else value
+
+
+class Labels(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    failures: list[FailureLabel] = Field(default_factory=list)
+
+    @field_validator("failures", mode="before")
+    @classmethod
+    def _plain_ids_are_labels(cls, value: object) -> object:
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return [item if isinstance(item, dict) else {"snapshot": item} for item in value]
+        return value
+
+
+@dataclass(frozen=True)
+class History:
+    """The snapshots of one dataset in snapshot-id order, with their failure labels."""
+
+    dataset: str
+    folder: Path
+    snapshots: tuple[SnapshotFile, ...]
+    labels: dict[str, FailureLabel]
+    has_labels_file: bool
+
+    def is_labelled_failure(self, snapshot_id: str) -> bool:
+        return snapshot_id in self.labels
+
+    def labels_without_snapshot(self) -> list[str]:
+        """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""
+        present = {snapshot.snapshot_id for snapshot in self.snapshots}
+        return sorted(set(self.labels) - present)
+
+
+def _read_labels(path: Path) -> Labels:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise HistoryError(f"cannot read {path}: {error}") from None
+    try:
+        return Labels.model_validate(data if data is not None else {})
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc']) or 'labels'}: {item['msg']}"
+            for item in error.errors()
+        )
+        raise HistoryError(f"invalid {path}: {problems}") from None
+
+
+def load_history(folder: str | Path, dataset: str | None = None) -> History:
+    """Load a history folder; the dataset name defaults to the folder name."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise HistoryError(f"history folder not found: {root}")
+    files = sorted(
+        (path for path in root.iterdir() if path.suffix.lower() in FORMATS_BY_SUFFIX),
+        key=lambda path: path.stem,
+    )
+    snapshots = tuple(SnapshotFile.from_path(path) for path in files if path.is_file())
+    seen: dict[str, Path] = {}
+    for snapshot in snapshots:
+        if snapshot.snapshot_id in seen:
+            raise HistoryError(
+                f"snapshot id {snapshot.snapshot_id!r} is ambiguous in {root}: "
+                f"{seen[snapshot.snapshot_id].name} and {snapshot.path.name}"
+            )
+        seen[snapshot.snapshot_id] = snapshot.path
+    labels_path = root / LABELS_FILE
+    labels = _read_labels(labels_path) if labels_path.exists() else Labels()
+    return History(
+        dataset=dataset or root.name,
+        folder=root,
+        snapshots=snapshots,
+        labels={label.snapshot: label for label in labels.failures},
+        has_labels_file=labels_path.exists(),
+    )

@@ -1,0 +1,86 @@
+"""``datahub-reflex backtest``: replay a control over snapshot histories and score it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from reflex_actions.backtest import BacktestReport, backtest, load_history
+from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
+from reflex_actions.backtest.report import render_html, render_markdown
+from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.controls import load_control_spec
+
+
+class TerminalProgress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, width: int = 30) -> None:
+        self.width = width
+
+    def __call__(self, dataset: str, fraction: float) -> None:
+        filled = int(self.width * min(max(fraction, 0.0), 1.0))
+        bar = "#" * filled + "-" * (self.width - filled)
+        end = "\n" if fraction >= 1.0 else ""
+        click.echo(f"\r{dataset[:40]:40} [{bar}] {fraction:4.0%}", err=True, nl=False)
+        if end:
+            click.echo("", err=True)
+
+
+def _below(value: float | None, threshold: float | None) -> bool:
+    return threshold is not None and (value is None or value < threshold)
+
+
+@click.command("backtest")
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option(
+    "--history",
+    "histories",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A dataset's history folder (snapshot files + labels.yaml); repeat for several.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--report", "report_path", type=click.Path(path_type=Path), help="Write an HTML report."
+)
+@click.option(
+    "--sample-size", default=DEFAULT_SAMPLE_SIZE, show_default=True, type=click.IntRange(0)
+)
+@click.option("--memory-limit", default=DEFAULT_MEMORY_LIMIT, show_default=True)
+@click.option("--min-precision", type=click.FloatRange(0, 1), help="Exit 1 if precision is lower.")
+@click.option("--min-recall", type=click.FloatRange(0, 1), help="Exit 1 if recall is lower.")
+@reports_bad_input
+def backtest_command(
+    spec: Path,
+    histories: tuple[Path, ...],
+    as_json: bool,
+    report_path: Path | None,
+    sample_size: int,
+    memory_limit: str,
+    min_precision: float | None,
+    min_recall: float | None,
+) -> None:
+    """Backtest a control SPEC on historical snapshots and report precision, recall, coverage."""
+    control = load_control_spec(spec)
+    loaded = [load_history(folder) for folder in histories]
+    report: BacktestReport = backtest(
+        control,
+        loaded,
+        sample_size=sample_size,
+        memory_limit=memory_limit,
+        progress=TerminalProgress() if sys.stderr.isatty() else None,
+    )
+    if report_path is not None:
+        report_path.write_text(render_html(report), encoding="utf-8")
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        click.echo(render_markdown(report), nl=False)
+        if report_path is not None:
+            click.echo(f"\nHTML report written to {report_path}")
+    failed = _below(report.precision, min_precision) or _below(report.recall, min_recall)
+    sys.exit(EXIT_CHECK_FAILED if failed else EXIT_OK)
