@@ -1,0 +1,71 @@
+"""The narrow catalog interface Reflex needs; one adapter per store implements it.
+
+Reads return plain models (``catalog.models``) or typed acryl-datahub aspects; writes take
+``MetadataChangeProposalWrapper`` batches. Missing entities or aspects read as ``None`` or an
+empty list, never as an exception.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TypeVar
+
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.metadata.schema_classes import _Aspect
+
+from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.errors import ReflexError
+
+AspectT = TypeVar("AspectT", bound=_Aspect)
+
+
+class CatalogError(ReflexError):
+    """The store cannot be reached, or holds a value Reflex cannot read."""
+
+
+class Catalog(ABC):
+    """Read the organizational graph; write lessons, assertions, coverage and incidents."""
+
+    # --- reads -------------------------------------------------------------------------------
+    @abstractmethod
+    def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
+        """The latest value of one aspect, or None when the entity or aspect is absent."""
+
+    @abstractmethod
+    def dataset(self, urn: str) -> DatasetContext | None:
+        """Schema, domain, platform, owners, tags, terms, properties and one-hop lineage."""
+
+    @abstractmethod
+    def incident(self, urn: str) -> IncidentContext | None: ...
+
+    @abstractmethod
+    def user_status(self, urn: str) -> str | None:
+        """``corpUserStatus.status`` (e.g. ACTIVE, SUSPENDED), or None when unknown."""
+
+    @abstractmethod
+    def downstreams(self, urn: str) -> list[str]:
+        """Datasets whose ``upstreamLineage`` names ``urn`` (answered by the store, not a scan)."""
+
+    # --- candidate lookups (indexed / server-side) --------------------------------------------
+    @abstractmethod
+    def datasets_by_domain(self, domain_urn: str) -> list[str]: ...
+
+    @abstractmethod
+    def datasets_by_platform(self, platform: str) -> list[str]:
+        """``platform`` is the platform name (``snowflake``) or its urn."""
+
+    @abstractmethod
+    def datasets_by_field(self, field_name: str) -> list[str]:
+        """Datasets with a schema field of this name (case-insensitive, simple path)."""
+
+    @abstractmethod
+    def datasets_by_owner(self, owner_urn: str) -> list[str]: ...
+
+    # --- writes --------------------------------------------------------------------------------
+    @abstractmethod
+    def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+        """Write a batch of aspects; an unchanged aspect is not rewritten."""
+
+    def close(self) -> None:  # noqa: B027 - adapters without resources need no cleanup
+        """Release connections."""

@@ -1,0 +1,253 @@
+"""The embedded store: DataHub Lite on SQLite, with indexes for Reflex's lookups.
+
+DataHub Lite keeps every aspect version in ``metadata_aspect_v2`` (version 0 mirrors the latest)
+but has no index by domain, field, owner or lineage. Reflex keeps one (``reflex_index``) in the
+same file, brought up to date from the versioned rows written since it last looked, so it stays
+right whoever wrote the store (Reflex, the steward CLI, or ``datahub ingest`` with the Lite sink).
+
+Writes from several processes are serialized with a file lock beside the database: Lite computes
+the next version with a read-then-insert that two writers would race on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from datahub.emitter.aspect import ASPECT_MAP
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.emitter.serialization_helper import post_json_transform
+from datahub.lite.sqlite_lite import SqliteLite
+from datahub.lite.sqlite_lite_config import SqliteLiteConfig
+from datahub.metadata.schema_classes import (
+    CorpUserStatusClass,
+    DomainsClass,
+    IncidentInfoClass,
+    OwnershipClass,
+    SchemaMetadataClass,
+    UpstreamLineageClass,
+    _Aspect,
+)
+from datahub.utilities.urns.dataset_urn import DatasetUrn
+
+from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
+from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.catalog.translate import (
+    DATASET_ASPECTS,
+    dataset_context,
+    incident_context,
+    simple_field_path,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Aspects whose changes move Reflex's lookup index, and the index kinds each one feeds.
+INDEXED_ASPECTS = {
+    DomainsClass.ASPECT_NAME: "domain",
+    SchemaMetadataClass.ASPECT_NAME: "field",
+    OwnershipClass.ASPECT_NAME: "owner",
+    UpstreamLineageClass.ASPECT_NAME: "upstream",
+}
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS reflex_index ("
+    " kind TEXT NOT NULL, value TEXT NOT NULL, urn TEXT NOT NULL,"
+    " PRIMARY KEY (kind, value, urn)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS reflex_index_by_urn ON reflex_index (urn, kind)",
+    "CREATE TABLE IF NOT EXISTS reflex_index_state ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), last_rowid INTEGER NOT NULL)",
+)
+
+
+class _Lite(SqliteLite):
+    """SqliteLite that closes without rebuilding the whole browse index.
+
+    ``SqliteLite.close`` calls ``reindex()``, which re-reads every entity: O(store) on every
+    close. Reflex's writes keep the edges current incrementally; ``LiteCatalog.reindex`` remains
+    for after bulk loads.
+    """
+
+    def close(self) -> None:
+        self._close_connection()
+
+
+def _index_values(urn: str, kind: str, aspect: _Aspect) -> set[str]:
+    if kind == "domain" and isinstance(aspect, DomainsClass):
+        return set(aspect.domains)
+    if kind == "field" and isinstance(aspect, SchemaMetadataClass):
+        return {simple_field_path(f.fieldPath).lower() for f in aspect.fields}
+    if kind == "owner" and isinstance(aspect, OwnershipClass):
+        return {o.owner for o in aspect.owners}
+    if kind == "upstream" and isinstance(aspect, UpstreamLineageClass):
+        return {u.dataset for u in aspect.upstreams}
+    return set()
+
+
+class LiteCatalog(Catalog):
+    """Catalog backed by a DataHub Lite SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+        with self._write_lock():
+            self._lite = _Lite(
+                SqliteLiteConfig(
+                    file=str(self.path),
+                    options={"journal_mode": "WAL", "busy_timeout": 10000},
+                )
+            )
+            self._db: sqlite3.Connection = self._lite.sqlite_client
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._db.execute("INSERT OR IGNORE INTO reflex_index_state VALUES (1, 0)")
+            self._db.commit()
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        with self._lock_path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # --- reads -------------------------------------------------------------------------------
+    def _aspects(self, urn: str, names: Sequence[str]) -> dict[str, _Aspect]:
+        rows = self._db.execute(
+            "SELECT aspect_name, metadata FROM metadata_aspect_v2 "
+            f"WHERE urn = ? AND version = 0 AND aspect_name IN ({','.join('?' * len(names))})",
+            [urn, *names],
+        ).fetchall()
+        aspects: dict[str, _Aspect] = {}
+        for name, metadata in rows:
+            try:
+                aspects[name] = ASPECT_MAP[name].from_obj(post_json_transform(json.loads(metadata)))
+            except Exception as error:  # a hand-edited or truncated row: name it, do not crash
+                raise CatalogError(
+                    f"malformed {name} aspect on {urn} in {self.path}: {error}"
+                ) from None
+        return aspects
+
+    def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
+        aspect = self._aspects(urn, [aspect_class.ASPECT_NAME]).get(aspect_class.ASPECT_NAME)
+        return aspect if isinstance(aspect, aspect_class) else None
+
+    def dataset(self, urn: str) -> DatasetContext | None:
+        aspects = self._aspects(urn, list(DATASET_ASPECTS))
+        if not aspects:
+            return None
+        return dataset_context(urn, aspects, self.downstreams(urn))
+
+    def incident(self, urn: str) -> IncidentContext | None:
+        info = self.get_aspect(urn, IncidentInfoClass)
+        return incident_context(urn, info) if info else None
+
+    def user_status(self, urn: str) -> str | None:
+        status = self.get_aspect(urn, CorpUserStatusClass)
+        return status.status if status else None
+
+    def _lookup(self, kind: str, value: str) -> list[str]:
+        self._refresh_index()
+        rows = self._db.execute(
+            "SELECT urn FROM reflex_index WHERE kind = ? AND value = ? ORDER BY urn", [kind, value]
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def downstreams(self, urn: str) -> list[str]:
+        return self._lookup("upstream", urn)
+
+    def datasets_by_domain(self, domain_urn: str) -> list[str]:
+        return self._lookup("domain", domain_urn)
+
+    def datasets_by_platform(self, platform: str) -> list[str]:
+        return self._lookup("platform", platform.split(":")[-1])
+
+    def datasets_by_field(self, field_name: str) -> list[str]:
+        return self._lookup("field", field_name.lower())
+
+    def datasets_by_owner(self, owner_urn: str) -> list[str]:
+        return self._lookup("owner", owner_urn)
+
+    # --- index maintenance ---------------------------------------------------------------------
+    def _refresh_index(self) -> None:
+        """Index the aspects written since the last refresh (by any process)."""
+        (last_rowid,) = self._db.execute("SELECT last_rowid FROM reflex_index_state").fetchone()
+        (max_rowid,) = self._db.execute(
+            "SELECT coalesce(max(rowid), 0) FROM metadata_aspect_v2"
+        ).fetchone()
+        if max_rowid <= last_rowid:
+            return
+        with self._write_lock():
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        (last_rowid,) = self._db.execute("SELECT last_rowid FROM reflex_index_state").fetchone()
+        names = list(INDEXED_ASPECTS)
+        changed = self._db.execute(
+            "SELECT urn, aspect_name, max(rowid) FROM metadata_aspect_v2 "
+            f"WHERE rowid > ? AND version > 0 AND aspect_name IN ({','.join('?' * len(names))}) "
+            "GROUP BY urn, aspect_name",
+            [last_rowid, *names],
+        ).fetchall()
+        new_urns = self._db.execute(
+            "SELECT DISTINCT urn FROM metadata_aspect_v2 "
+            "WHERE rowid > ? AND urn LIKE 'urn:li:dataset:%'",
+            [last_rowid],
+        ).fetchall()
+        (max_rowid,) = self._db.execute(
+            "SELECT coalesce(max(rowid), 0) FROM metadata_aspect_v2"
+        ).fetchone()
+        rows: list[tuple[str, str, str]] = []
+        stale: list[tuple[str, str]] = []
+        for urn, aspect_name, _ in changed:
+            kind = INDEXED_ASPECTS[aspect_name]
+            stale.append((urn, kind))
+            try:
+                aspect = self._aspects(urn, [aspect_name]).get(aspect_name)
+            except CatalogError as error:
+                logger.warning("not indexing %s: %s", urn, error)
+                continue
+            rows += (
+                [(kind, value, urn) for value in _index_values(urn, kind, aspect)] if aspect else []
+            )
+        for (urn,) in new_urns:
+            with contextlib.suppress(Exception):  # a malformed urn is simply not a dataset
+                rows.append(("platform", DatasetUrn.from_string(urn).platform.split(":")[-1], urn))
+        self._db.executemany("DELETE FROM reflex_index WHERE urn = ? AND kind = ?", stale)
+        self._db.executemany("INSERT OR IGNORE INTO reflex_index VALUES (?, ?, ?)", rows)
+        self._db.execute("UPDATE reflex_index_state SET last_rowid = ?", [max_rowid])
+        self._db.commit()
+
+    # --- writes --------------------------------------------------------------------------------
+    def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+        with self._write_lock():
+            for mcp in mcps:
+                try:
+                    self._lite.write(mcp)
+                except Exception as error:
+                    raise CatalogError(
+                        f"cannot write {mcp.aspectName} on {mcp.entityUrn} to {self.path}: {error}"
+                    ) from error
+
+    def reindex(self) -> None:
+        """Rebuild DataHub Lite's browse index (for ``datahub lite ls``) after a bulk load."""
+        with self._write_lock():
+            self._lite.reindex()
+
+    def close(self) -> None:
+        self._lite.close()
+
+    def raw_rows_after(self, rowid: int, limit: int) -> list[tuple[Any, ...]]:
+        """Versioned aspect rows written after ``rowid`` (the embedded change feed reads these)."""
+        return self._db.execute(
+            "SELECT rowid, urn, aspect_name, version, metadata, system_metadata, createdon "
+            "FROM metadata_aspect_v2 WHERE rowid > ? AND version > 0 ORDER BY rowid LIMIT ?",
+            [rowid, limit],
+        ).fetchall()
