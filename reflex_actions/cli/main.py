@@ -6,6 +6,7 @@ import click
 
 from reflex_actions import __version__
 from reflex_actions.cli.backtest import backtest_command
+from reflex_actions.cli.catalog import init_command, load_command, steward
 from reflex_actions.cli.control import control
 
 
@@ -17,3 +18,6 @@ def cli() -> None:
 
 cli.add_command(control)
 cli.add_command(backtest_command)
+cli.add_command(init_command)
+cli.add_command(load_command)
+cli.add_command(steward)

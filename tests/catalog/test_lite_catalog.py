@@ -1,0 +1,72 @@
+"""Behaviour specific to the embedded store: bad rows, other writers, concurrent processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+from datahub.emitter.mce_builder import make_dataset_urn, make_domain_urn
+from datahub.emitter.mcp import MetadataChangeProposalWrapper as MCP
+from datahub.lite.sqlite_lite import SqliteLite
+from datahub.lite.sqlite_lite_config import SqliteLiteConfig
+from datahub.metadata.schema_classes import DomainsClass, StatusClass
+
+from reflex_actions.catalog.base import CatalogError
+from reflex_actions.catalog.lite import LiteCatalog
+
+PAYMENTS = make_dataset_urn("snowflake", "finance.payments")
+FINANCE = make_domain_urn("finance")
+
+
+def test_malformed_value_in_the_store_is_a_named_error(tmp_path: Path) -> None:
+    catalog = LiteCatalog(tmp_path / "s.db")
+    catalog.emit([MCP(entityUrn=PAYMENTS, aspect=DomainsClass(domains=[FINANCE]))])
+    raw = sqlite3.connect(tmp_path / "s.db")
+    raw.execute("UPDATE metadata_aspect_v2 SET metadata = '{\"domains\": 7}' WHERE version = 0")
+    raw.commit()
+    with pytest.raises(CatalogError, match=r"malformed domains aspect on urn:li:dataset:"):
+        catalog.dataset(PAYMENTS)
+
+
+def test_index_sees_writes_made_by_another_lite_writer(tmp_path: Path) -> None:
+    """e.g. ``datahub ingest`` with the Lite sink, which knows nothing about Reflex's index."""
+    catalog = LiteCatalog(tmp_path / "s.db")
+    assert catalog.datasets_by_domain(FINANCE) == []
+    other = SqliteLite(SqliteLiteConfig(file=str(tmp_path / "s.db")))
+    other.write(MCP(entityUrn=PAYMENTS, aspect=DomainsClass(domains=[FINANCE])))
+    other._close_connection()
+    assert catalog.datasets_by_domain(FINANCE) == [PAYMENTS]
+
+
+def _write_many(path: str, worker: int) -> None:
+    catalog = LiteCatalog(path)
+    for i in range(25):
+        catalog.emit([MCP(entityUrn=PAYMENTS, aspect=StatusClass(removed=(i + worker) % 2 == 0))])
+    catalog.close()
+
+
+def test_concurrent_processes_do_not_corrupt_versions(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    LiteCatalog(path).close()
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write_many, args=(path, n)) for n in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0]
+    rows = (
+        sqlite3.connect(path)
+        .execute(
+            "SELECT version, metadata FROM metadata_aspect_v2 WHERE aspect_name = 'status' "
+            "ORDER BY version"
+        )
+        .fetchall()
+    )
+    versions = [version for version, _ in rows]
+    # one contiguous version chain, and version 0 mirrors the newest
+    assert versions[1:] == list(range(1, len(versions)))
+    assert json.loads(rows[0][1]) == json.loads(rows[-1][1])
