@@ -1,0 +1,128 @@
+"""``init``, ``load`` and ``steward`` on the embedded store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from click.testing import CliRunner
+from datahub.emitter.mce_builder import make_dataset_urn
+from datahub.emitter.mcp import MetadataChangeProposalWrapper as MCP
+from datahub.ingestion.sink.file import write_metadata_file
+from datahub.metadata.schema_classes import (
+    AuditStampClass,
+    IncidentInfoClass,
+    IncidentStateClass,
+    IncidentStatusClass,
+    IncidentTypeClass,
+    StructuredPropertiesClass,
+)
+
+from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.catalog.vocabulary import ROOT_CAUSE_STATUS
+from reflex_actions.cli.main import cli
+
+INCIDENT = "urn:li:incident:cli-test"
+PAYMENTS = make_dataset_urn("snowflake", "finance.payments")
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def version_rows(store: Path) -> int:
+    return sqlite3.connect(store).execute("SELECT count(*) FROM metadata_aspect_v2").fetchone()[0]
+
+
+def test_init_is_idempotent(tmp_path: Path) -> None:
+    store = tmp_path / "reflex.db"
+    assert run("init", "--store", str(store))[0] == 0
+    rows = version_rows(store)
+    assert rows == 2 * 9  # 8 property definitions + the lessons node, each v0 + v1
+    assert run("init", "--store", str(store))[0] == 0
+    assert version_rows(store) == rows
+
+
+def test_load_then_steward_actions_record_the_actor(tmp_path: Path) -> None:
+    store = tmp_path / "reflex.db"
+    metadata = tmp_path / "estate.json"
+    incident = IncidentInfoClass(
+        type=IncidentTypeClass.OPERATIONAL,
+        title="Duplicate payments",
+        entities=[PAYMENTS],
+        status=IncidentStatusClass(
+            state=IncidentStateClass.ACTIVE,
+            lastUpdated=AuditStampClass(0, "urn:li:corpuser:datahub"),
+        ),
+        created=AuditStampClass(0, "urn:li:corpuser:datahub"),
+    )
+    write_metadata_file(metadata, [MCP(entityUrn=INCIDENT, aspect=incident)])
+    code, output = run("load", str(metadata), "--store", str(store))
+    assert code == 0 and "loaded 1 aspects" in output
+
+    code, _ = run(
+        "steward",
+        "resolve-incident",
+        INCIDENT,
+        "--note",
+        "idempotent loader",
+        "--as",
+        "carol",
+        "--store",
+        str(store),
+    )
+    assert code == 0
+    code, _ = run(
+        "steward",
+        "set-property",
+        PAYMENTS,
+        "reflex.rootCauseStatus",
+        "CONFIRMED",
+        "--as",
+        "carol",
+        "--store",
+        str(store),
+    )
+    assert code == 0
+
+    catalog = LiteCatalog(store)
+    resolved = catalog.incident(INCIDENT)
+    assert resolved is not None
+    assert (resolved.state, resolved.resolution_note) == ("RESOLVED", "idempotent loader")
+    assert resolved.last_updated_by == "urn:li:corpuser:carol"
+    properties = catalog.get_aspect(PAYMENTS, StructuredPropertiesClass)
+    assert properties is not None
+    assert [(p.propertyUrn, p.values) for p in properties.properties] == [
+        (ROOT_CAUSE_STATUS, ["CONFIRMED"])
+    ]
+    system_metadata = (
+        sqlite3.connect(store)
+        .execute(
+            "SELECT system_metadata FROM metadata_aspect_v2 "
+            "WHERE aspect_name = 'structuredProperties' AND version = 1"
+        )
+        .fetchone()[0]
+    )
+    assert json.loads(system_metadata)["properties"]["actor"] == "urn:li:corpuser:carol"
+
+
+def test_bad_inputs_exit_2(tmp_path: Path) -> None:
+    store = str(tmp_path / "reflex.db")
+    code, output = run(
+        "steward",
+        "resolve-incident",
+        "urn:li:incident:nope",
+        "--note",
+        "x",
+        "--as",
+        "a",
+        "--store",
+        store,
+    )
+    assert code == 2 and "no incident urn:li:incident:nope" in output
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    code, output = run("load", str(garbage), "--store", store)
+    assert code == 2 and "cannot read metadata file" in output
