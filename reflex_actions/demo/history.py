@@ -1,0 +1,476 @@
+"""Seeded generator for the demo's snapshot histories, landing snapshots and ownership history.
+
+Backtests need history with known failures, and the live demo needs data that "lands" after it.
+Everything is derived from one seed and the estate (schemas, owners, leavers), so regenerating
+gives the same tables and the labels stay true to the data by construction: a snapshot is
+labelled exactly when the generator injected a failure into it.
+
+Each daily snapshot holds the rows one daily load wrote. All finance tables derive from the same
+stream of gateway transactions, so their ids line up along the lineage.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from reflex_actions.demo.estate import DATASETS, USERS, Dataset, Owner
+from reflex_actions.snapshots import SnapshotFormat
+
+Row = dict[str, Any]
+
+HISTORY_DAYS: tuple[date, ...] = tuple(date(2026, 9, 1) + timedelta(days=n) for n in range(30))
+LANDING_DAY = date(2026, 10, 1)
+OWNERSHIP_WEEKS: tuple[date, ...] = tuple(date(2026, 8, 3) + timedelta(weeks=n) for n in range(14))
+
+LANDING_FOLDER = "landing"
+OWNERSHIP_FOLDER = "ownership"
+LABELS_FILE = "labels.yaml"
+
+PAYMENTS_INCIDENT = "urn:li:incident:reflex-demo-payments-duplicates"
+OWNERSHIP_INCIDENT = "urn:li:incident:reflex-demo-orphaned-ownership"
+
+#: The loader column a retry rewrites; datasets without it get byte-identical repeated rows.
+BATCH_COLUMN = "ingestion_batch"
+ROWS_PER_BATCH = 100
+CURRENCIES = ("EUR", "USD", "GBP", "CHF")
+CURRENCY_WEIGHTS = (60, 25, 10, 5)
+SKUS = tuple(f"SKU-{number:04d}" for number in range(1, 61))
+LANDING_PAGES = ("/", "/pricing", "/checkout", "/blog/fees", "/signup", "/help/refunds")
+
+_DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(),
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "DATE": pa.date32(),
+}
+
+
+def arrow_type(native_type: str) -> pa.DataType:
+    """The Arrow type a snapshot column gets for an estate field's native (Snowflake) type."""
+    decimal = _DECIMAL_TYPE.fullmatch(native_type)
+    if decimal:
+        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+    return _ARROW_TYPES[native_type]
+
+
+def arrow_schema(dataset: Dataset) -> pa.Schema:
+    """The snapshot schema of an estate dataset, columns in estate order."""
+    return pa.schema(
+        [pa.field(field.name, arrow_type(field.native_type)) for field in dataset.fields]
+    )
+
+
+@dataclass(frozen=True)
+class DayLoad:
+    """What a row builder needs for one dataset on one day: its own random stream and the
+    gateway transactions of that day (the common upstream of the finance tables)."""
+
+    day: date
+    transactions: list[Row]
+    rng: random.Random
+
+
+RowBuilder = Callable[[DayLoad], list[Row]]
+
+
+@dataclass(frozen=True)
+class History:
+    """One dataset's daily history; ``retry_days`` maps each day whose load was retried (its
+    failure label) to the incident that found it, if any."""
+
+    dataset: str
+    snapshot_format: SnapshotFormat
+    build_rows: RowBuilder
+    retry_days: Mapping[date, str | None]
+
+    @property
+    def suffix(self) -> str:
+        return f".{self.snapshot_format}"
+
+
+@dataclass(frozen=True)
+class SchemaDrift:
+    """A column renamed upstream in one snapshot, so controls on it cannot be evaluated."""
+
+    dataset: str
+    day: date
+    column: str
+    renamed_to: str
+
+
+@dataclass(frozen=True)
+class Handover:
+    """A leaver's datasets are given to a successor this long after the leave date."""
+
+    successor: str
+    delay: timedelta
+
+
+SCHEMA_DRIFT = SchemaDrift("finance.ledger_entries", date(2026, 9, 18), "transaction_id", "txn_ref")
+HANDOVERS: dict[str, Handover] = {"bob": Handover(successor="carol", delay=timedelta(days=14))}
+
+
+def _rng(seed: int, stream: str, day: date) -> random.Random:
+    """An independent random stream per (dataset, day), so changing one table moves no other."""
+    return random.Random(f"{seed}/{stream}/{day.isoformat()}")
+
+
+def _money(rng: random.Random, low: int, high: int) -> Decimal:
+    """A random amount with cents between ``low`` and ``high`` units."""
+    return Decimal(rng.randint(low * 100, high * 100)) / 100
+
+
+def _cents(amount: Decimal) -> Decimal:
+    return amount.quantize(Decimal("0.01"))
+
+
+def _later(moment: datetime, rng: random.Random, min_minutes: int, max_minutes: int) -> datetime:
+    return moment + timedelta(minutes=rng.randint(min_minutes, max_minutes))
+
+
+def _ids(prefix: str, day: date, count: int) -> list[str]:
+    """Day-scoped sequential ids such as ``LE-20260901-000001``: unique across the history."""
+    stamp = day.strftime("%Y%m%d")
+    return [f"{prefix}-{stamp}-{number:06d}" for number in range(1, count + 1)]
+
+
+def _share(rng: random.Random, rows: list[Row], fraction: float) -> list[Row]:
+    """A random subset of ``rows`` in their original order."""
+    return [row for row in rows if rng.random() < fraction]
+
+
+def _gateway_transactions(seed: int, day: date) -> list[Row]:
+    """The day's payments as the gateway sent them, in ingestion batches of ROWS_PER_BATCH."""
+    rng = _rng(seed, "gateway", day)
+    count = rng.randint(500, 700)
+    start = datetime(day.year, day.month, day.day)
+    seconds = sorted(rng.randrange(86_400) for _ in range(count))
+    return [
+        {
+            "transaction_id": transaction_id,
+            "account_id": f"ACC-{rng.randint(1, 400):05d}",
+            "amount": _money(rng, 5, 2_500),
+            "currency": rng.choices(CURRENCIES, CURRENCY_WEIGHTS)[0],
+            "created_at": start + timedelta(seconds=second),
+            BATCH_COLUMN: int(f"{day:%Y%m%d}{position // ROWS_PER_BATCH:02d}"),
+        }
+        for position, (transaction_id, second) in enumerate(
+            zip(_ids("TXN", day, count), seconds, strict=True)
+        )
+    ]
+
+
+def _payments(load: DayLoad) -> list[Row]:
+    return list(load.transactions)
+
+
+def _ledger_entries(load: DayLoad) -> list[Row]:
+    entry_ids = _ids("LE", load.day, len(load.transactions))
+    return [
+        {
+            "transaction_id": txn["transaction_id"],
+            "entry_id": entry_id,
+            "account_id": txn["account_id"],
+            "amount": txn["amount"],
+            "posted_at": _later(txn["created_at"], load.rng, 1, 90),
+        }
+        for entry_id, txn in zip(entry_ids, load.transactions, strict=True)
+    ]
+
+
+def _card_settlements(load: DayLoad) -> list[Row]:
+    settled = _share(load.rng, load.transactions, 0.4)
+    return [
+        {
+            "transaction_id": txn["transaction_id"],
+            "settlement_id": settlement_id,
+            "amount": txn["amount"],
+            "settled_at": _later(txn["created_at"], load.rng, 18 * 60, 30 * 60),
+        }
+        for settlement_id, txn in zip(_ids("CS", load.day, len(settled)), settled, strict=True)
+    ]
+
+
+def _payouts(load: DayLoad) -> list[Row]:
+    paid = _share(load.rng, load.transactions, 0.3)
+    return [
+        {
+            "payout_id": payout_id,
+            "txn_id": txn["transaction_id"],
+            "amount": _cents(txn["amount"] * Decimal("0.985")),
+            "paid_at": _later(txn["created_at"], load.rng, 2 * 24 * 60, 3 * 24 * 60),
+        }
+        for payout_id, txn in zip(_ids("PO", load.day, len(paid)), paid, strict=True)
+    ]
+
+
+def _invoice_lines(load: DayLoad) -> list[Row]:
+    rng = load.rng
+    rows: list[Row] = []
+    for invoice_id in _ids("INV", load.day, rng.randint(120, 160)):
+        for line_no in range(1, rng.randint(1, 5) + 1):
+            quantity = rng.randint(1, 20)
+            rows.append(
+                {
+                    "invoice_id": invoice_id,
+                    "line_no": line_no,
+                    "sku": rng.choice(SKUS),
+                    "quantity": quantity,
+                    "amount": _money(rng, 2, 200) * quantity,
+                }
+            )
+    return rows
+
+
+def _refunds(load: DayLoad) -> list[Row]:
+    """Partial refunds are normal, so a refunded transaction often appears more than once."""
+    rng = load.rng
+    refunds: list[tuple[Row, int]] = []
+    for txn in _share(rng, load.transactions, 0.25):
+        parts = rng.choices((1, 2, 3), (6, 3, 1))[0]
+        refunds.extend((txn, parts) for _ in range(parts))
+    return [
+        {
+            "refund_id": refund_id,
+            "transaction_id": txn["transaction_id"],
+            "amount": _cents(txn["amount"] / parts),
+            "refunded_at": _later(txn["created_at"], rng, 30, 6 * 60),
+        }
+        for refund_id, (txn, parts) in zip(_ids("RF", load.day, len(refunds)), refunds, strict=True)
+    ]
+
+
+def _chargebacks(load: DayLoad) -> list[Row]:
+    """The scheme references a transaction by a number, not by the gateway's text id."""
+    disputed = _share(load.rng, load.transactions, 0.25)
+    return [
+        {
+            "chargeback_id": chargeback_id,
+            "transaction_id": int(txn["transaction_id"].replace("TXN-", "").replace("-", "")),
+            "amount": txn["amount"],
+            "opened_at": _later(txn["created_at"], load.rng, 24 * 60, 5 * 24 * 60),
+        }
+        for chargeback_id, txn in zip(_ids("CB", load.day, len(disputed)), disputed, strict=True)
+    ]
+
+
+def _web_sessions(load: DayLoad) -> list[Row]:
+    """Most sessions buy nothing; each purchase belongs to exactly one session."""
+    rng = load.rng
+    session_ids = _ids("WS", load.day, rng.randint(700, 900))
+    purchases = iter(_share(rng, load.transactions, 0.25))
+    rows: list[Row] = []
+    for session_id in session_ids:
+        purchase = next(purchases, None) if rng.random() < 0.3 else None
+        rows.append(
+            {
+                "session_id": session_id,
+                "transaction_id": purchase["transaction_id"] if purchase else None,
+                "landing_page": rng.choice(LANDING_PAGES),
+            }
+        )
+    return rows
+
+
+def _september(*days: int) -> tuple[date, ...]:
+    return tuple(date(2026, 9, day) for day in days)
+
+
+HISTORIES: tuple[History, ...] = (
+    History(
+        "finance.payments",
+        "parquet",
+        _payments,
+        {date(2026, 9, 9): PAYMENTS_INCIDENT, date(2026, 9, 22): None},
+    ),
+    History(
+        "finance.ledger_entries", "parquet", _ledger_entries, dict.fromkeys(_september(12, 25))
+    ),
+    History("finance.card_settlements", "csv", _card_settlements, dict.fromkeys(_september(4, 16))),
+    History("finance.payouts", "parquet", _payouts, dict.fromkeys(_september(27))),
+    History("finance.invoice_lines", "parquet", _invoice_lines, dict.fromkeys(_september(11))),
+    History("finance.refunds", "parquet", _refunds, {}),
+    History("finance.chargebacks", "parquet", _chargebacks, {}),
+    History("marketing.web_sessions", "parquet", _web_sessions, {}),
+)
+
+#: Snapshots landing after the history, for the live demo: dataset -> whether its load is retried.
+LANDINGS: dict[str, bool] = {
+    "finance.payments": False,
+    "finance.card_settlements": False,
+    "finance.ledger_entries": True,
+}
+
+
+def _replay_batch(rows: list[Row], rng: random.Random) -> list[Row]:
+    """A non-idempotent retry: one batch of the load is written a second time, after the rest.
+
+    Where the loader records its batch, the replayed rows carry a new, later batch number;
+    elsewhere they are exact copies.
+    """
+    if BATCH_COLUMN in rows[0]:
+        batches = sorted({row[BATCH_COLUMN] for row in rows})
+        retried, retry_batch = rng.choice(batches), batches[-1] + 1
+        return rows + [
+            {**row, BATCH_COLUMN: retry_batch} for row in rows if row[BATCH_COLUMN] == retried
+        ]
+    size = min(rng.randint(20, 60), len(rows))
+    start = rng.randrange(len(rows) - size + 1)
+    return rows + [dict(row) for row in rows[start : start + size]]
+
+
+def _snapshot_table(
+    history: History, seed: int, day: date, transactions: list[Row], *, retried: bool
+) -> pa.Table:
+    load = DayLoad(day=day, transactions=transactions, rng=_rng(seed, history.dataset, day))
+    rows = history.build_rows(load)
+    if retried:
+        rows = _replay_batch(rows, load.rng)
+    table = pa.Table.from_pylist(rows, schema=arrow_schema(DATASETS[history.dataset]))
+    if (history.dataset, day) == (SCHEMA_DRIFT.dataset, SCHEMA_DRIFT.day):
+        table = table.rename_columns(
+            [
+                SCHEMA_DRIFT.renamed_to if name == SCHEMA_DRIFT.column else name
+                for name in table.column_names
+            ]
+        )
+    return table
+
+
+def write_snapshot(table: pa.Table, path: Path) -> None:
+    """Parquet, or CSV as an export job writes it: header row, values quoted only where
+    needed, NULL as an empty field. Parquet files carry no extra Arrow schema blob: Parquet's
+    own logical types hold every type the estate uses, and the blob dominated the write time."""
+    if path.suffix == ".parquet":
+        pq.write_table(table, path, compression="zstd", store_schema=False)
+        return
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(table.column_names)
+        for row in table.to_pylist():
+            writer.writerow("" if value is None else value for value in row.values())
+
+
+def _write_labels(folder: Path, failures: list[tuple[date, str | None]]) -> None:
+    """labels.yaml as in DESIGN §5; snapshot ids are quoted so YAML keeps them as text."""
+    entries = [
+        day.isoformat() if incident is None else {"snapshot": day.isoformat(), "incident": incident}
+        for day, incident in failures
+    ]
+    header = "# Snapshots known to hold a failure. Generated by reflex_actions.demo.history.\n"
+    text = yaml.safe_dump({"failures": entries}, sort_keys=False)
+    (folder / LABELS_FILE).write_text(header + text, encoding="utf-8")
+
+
+def _fresh_folder(folder: Path) -> Path:
+    """Empty ``folder`` so no snapshot from an earlier run survives a regeneration."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _holder(owner: Owner, week: date) -> Owner:
+    """Who holds an ownership edge that week: a leaver's edges pass to the successor once the
+    handover is due; until then they stay with the (suspended) leaver."""
+    leaves_on = USERS[owner.user_id].leaves_on
+    handover = HANDOVERS.get(owner.user_id)
+    if handover is None or leaves_on is None or week < leaves_on + handover.delay:
+        return owner
+    return Owner(handover.successor, owner.ownership_type)
+
+
+def _owners_on(dataset: Dataset, week: date) -> list[Owner]:
+    """The dataset's distinct owners that week."""
+    return list(dict.fromkeys(_holder(owner, week) for owner in dataset.owners))
+
+
+def ownership_edges(week: date) -> list[Row]:
+    """One row per dataset-owner edge; a dataset without owners appears once with empty fields."""
+    rows: list[Row] = []
+    for dataset in DATASETS.values():
+        owners = _owners_on(dataset, week)
+        rows.extend(
+            {
+                "dataset_urn": dataset.urn,
+                "owner_urn": USERS[owner.user_id].urn,
+                "ownership_type": owner.ownership_type,
+                "owner_status": "ACTIVE"
+                if USERS[owner.user_id].is_active_on(week)
+                else "SUSPENDED",
+            }
+            for owner in owners
+        )
+        if not owners:
+            rows.append(
+                {
+                    "dataset_urn": dataset.urn,
+                    "owner_urn": None,
+                    "ownership_type": None,
+                    "owner_status": None,
+                }
+            )
+    return rows
+
+
+def _has_orphan(edges: list[Row]) -> bool:
+    """Whether some dataset has no active technical owner left."""
+    covered = {
+        edge["dataset_urn"]
+        for edge in edges
+        if edge["ownership_type"] == "TECHNICAL_OWNER" and edge["owner_status"] == "ACTIVE"
+    }
+    return any(edge["dataset_urn"] not in covered for edge in edges)
+
+
+def _write_ownership_history(folder: Path) -> None:
+    orphaned_weeks: list[date] = []
+    for week in OWNERSHIP_WEEKS:
+        edges = ownership_edges(week)
+        write_snapshot(pa.Table.from_pylist(edges), folder / f"{week.isoformat()}.csv")
+        if _has_orphan(edges):
+            orphaned_weeks.append(week)
+    incidents = [OWNERSHIP_INCIDENT] + [None] * (len(orphaned_weeks) - 1)
+    _write_labels(folder, list(zip(orphaned_weeks, incidents, strict=True)))
+
+
+def generate_histories(out_dir: Path, seed: int = 7) -> dict[str, Path]:
+    """Write (overwriting) every history, the landing snapshots and the ownership history under
+    ``out_dir``; return each history dataset's folder by dataset name."""
+    transactions = {day: _gateway_transactions(seed, day) for day in (*HISTORY_DAYS, LANDING_DAY)}
+    histories = {history.dataset: history for history in HISTORIES}
+    folders: dict[str, Path] = {}
+    for history in HISTORIES:
+        folder = _fresh_folder(out_dir / history.dataset)
+        for day in HISTORY_DAYS:
+            table = _snapshot_table(
+                history, seed, day, transactions[day], retried=day in history.retry_days
+            )
+            write_snapshot(table, folder / f"{day.isoformat()}{history.suffix}")
+        _write_labels(folder, sorted(history.retry_days.items()))
+        folders[history.dataset] = folder
+    landing = _fresh_folder(out_dir / LANDING_FOLDER)
+    for dataset, retried in LANDINGS.items():
+        history = histories[dataset]
+        table = _snapshot_table(
+            history, seed, LANDING_DAY, transactions[LANDING_DAY], retried=retried
+        )
+        (landing / dataset).mkdir()
+        write_snapshot(table, landing / dataset / f"{LANDING_DAY.isoformat()}{history.suffix}")
+    _write_ownership_history(_fresh_folder(out_dir / OWNERSHIP_FOLDER))
+    return folders
