@@ -395,7 +395,7 @@ def _holder(owner: Owner, week: date) -> Owner:
     return Owner(handover.successor, owner.ownership_type)
 
 
-def _owners_on(dataset: Dataset, week: date) -> list[Owner]:
+def owners_on(dataset: Dataset, week: date) -> list[Owner]:
     """The dataset's distinct owners that week."""
     return list(dict.fromkeys(_holder(owner, week) for owner in dataset.owners))
 
@@ -404,7 +404,7 @@ def ownership_edges(week: date) -> list[Row]:
     """One row per dataset-owner edge; a dataset without owners appears once with empty fields."""
     rows: list[Row] = []
     for dataset in DATASETS.values():
-        owners = _owners_on(dataset, week)
+        owners = owners_on(dataset, week)
         rows.extend(
             {
                 "dataset_urn": dataset.urn,

@@ -1,0 +1,222 @@
+"""The demo estate as DataHub metadata: the MCP file `datahub ingest` and `load` read.
+
+Built from ``estate.py`` so the catalog and the snapshot histories describe the same datasets.
+The state is the estate's on the landing day: bob has left and handed over, dave has not left
+yet, and the two incidents the demo resolves are still ACTIVE. Timestamps are fixed, so the file
+is byte-for-byte reproducible.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from datahub.emitter.mce_builder import make_domain_urn
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.ingestion.sink.file import write_metadata_file
+from datahub.metadata.schema_classes import (
+    AuditStampClass,
+    BooleanTypeClass,
+    CorpGroupInfoClass,
+    CorpUserInfoClass,
+    CorpUserStatusClass,
+    DatasetLineageTypeClass,
+    DatasetPropertiesClass,
+    DateTypeClass,
+    DomainPropertiesClass,
+    DomainsClass,
+    GroupMembershipClass,
+    IncidentInfoClass,
+    IncidentStateClass,
+    IncidentStatusClass,
+    IncidentTypeClass,
+    NumberTypeClass,
+    OtherSchemaClass,
+    OwnerClass,
+    OwnershipClass,
+    SchemaFieldClass,
+    SchemaFieldDataTypeClass,
+    SchemaMetadataClass,
+    StatusClass,
+    StringTypeClass,
+    SubTypesClass,
+    TimeTypeClass,
+    UpstreamClass,
+    UpstreamLineageClass,
+)
+
+from reflex_actions.demo.estate import DATASETS, GROUPS, PLATFORM, USERS, Dataset, User
+from reflex_actions.demo.history import (
+    LANDING_DAY,
+    OWNERSHIP_INCIDENT,
+    PAYMENTS_INCIDENT,
+    owners_on,
+)
+
+ESTATE_FILE = Path(__file__).with_name("estate.mcp.json")
+SYSTEM_ACTOR = "urn:li:corpuser:datahub"
+ESTATE_CREATED = date(2026, 8, 1)
+
+
+def _millis(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, 9, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def _stamp(day: date, actor: str = SYSTEM_ACTOR) -> AuditStampClass:
+    return AuditStampClass(time=_millis(day), actor=actor)
+
+
+def _field_type(native_type: str) -> SchemaFieldDataTypeClass:
+    native = native_type.upper()
+    if native.startswith(("DECIMAL", "BIGINT", "INT", "DOUBLE", "FLOAT", "NUMBER")):
+        return SchemaFieldDataTypeClass(NumberTypeClass())
+    if native == "DATE":
+        return SchemaFieldDataTypeClass(DateTypeClass())
+    if native.startswith("TIMESTAMP"):
+        return SchemaFieldDataTypeClass(TimeTypeClass())
+    if native == "BOOLEAN":
+        return SchemaFieldDataTypeClass(BooleanTypeClass())
+    return SchemaFieldDataTypeClass(StringTypeClass())
+
+
+def _dataset_mcps(dataset: Dataset, as_of: date) -> list[MetadataChangeProposalWrapper]:
+    schema = SchemaMetadataClass(
+        schemaName=dataset.name,
+        platform=f"urn:li:dataPlatform:{PLATFORM}",
+        version=0,
+        hash="",
+        platformSchema=OtherSchemaClass(rawSchema=""),
+        fields=[
+            SchemaFieldClass(
+                fieldPath=field.name,
+                nativeDataType=field.native_type,
+                type=_field_type(field.native_type),
+                description=field.description or None,
+                isPartOfKey=field.is_primary_key,
+            )
+            for field in dataset.fields
+        ],
+        primaryKeys=dataset.key_fields or None,
+    )
+    aspects = [
+        StatusClass(removed=False),
+        DatasetPropertiesClass(name=dataset.name, description=dataset.description),
+        SubTypesClass(typeNames=[dataset.sub_type]),
+        schema,
+        DomainsClass(domains=[make_domain_urn(dataset.domain)]),
+        OwnershipClass(
+            owners=[
+                OwnerClass(owner=USERS[owner.user_id].urn, type=owner.ownership_type)
+                for owner in owners_on(dataset, as_of)
+            ],
+            lastModified=_stamp(as_of),
+        ),
+    ]
+    if dataset.upstreams:
+        aspects.append(
+            UpstreamLineageClass(
+                upstreams=[
+                    UpstreamClass(
+                        dataset=DATASETS[name].urn, type=DatasetLineageTypeClass.TRANSFORMED
+                    )
+                    for name in dataset.upstreams
+                ]
+            )
+        )
+    return [MetadataChangeProposalWrapper(entityUrn=dataset.urn, aspect=a) for a in aspects]
+
+
+def _user_status(user: User, as_of: date) -> CorpUserStatusClass:
+    if user.leaves_on is None or user.is_active_on(as_of):
+        return CorpUserStatusClass(status="ACTIVE", lastModified=_stamp(ESTATE_CREATED))
+    return CorpUserStatusClass(status="SUSPENDED", lastModified=_stamp(user.leaves_on))
+
+
+def _people_mcps(as_of: date) -> list[MetadataChangeProposalWrapper]:
+    mcps = [
+        MetadataChangeProposalWrapper(
+            entityUrn=group.urn,
+            aspect=CorpGroupInfoClass(
+                displayName=group.display_name, admins=[], members=[], groups=[]
+            ),
+        )
+        for group in GROUPS.values()
+    ]
+    for user in USERS.values():
+        mcps += [
+            MetadataChangeProposalWrapper(
+                entityUrn=user.urn,
+                aspect=CorpUserInfoClass(active=True, displayName=user.display_name),
+            ),
+            MetadataChangeProposalWrapper(entityUrn=user.urn, aspect=_user_status(user, as_of)),
+            MetadataChangeProposalWrapper(
+                entityUrn=user.urn, aspect=GroupMembershipClass(groups=[GROUPS[user.group].urn])
+            ),
+        ]
+    return mcps
+
+
+def _incident(
+    urn: str, day: date, dataset: str, title: str, description: str
+) -> MetadataChangeProposalWrapper:
+    return MetadataChangeProposalWrapper(
+        entityUrn=urn,
+        aspect=IncidentInfoClass(
+            type=IncidentTypeClass.OPERATIONAL,
+            title=title,
+            description=description,
+            entities=[DATASETS[dataset].urn],
+            status=IncidentStatusClass(
+                state=IncidentStateClass.ACTIVE, lastUpdated=_stamp(day, USERS["alice"].urn)
+            ),
+            created=_stamp(day, USERS["alice"].urn),
+            startedAt=_millis(day),
+        ),
+    )
+
+
+#: The two incidents the demo resolves (incident A of each scenario).
+INCIDENTS = (
+    _incident(
+        PAYMENTS_INCIDENT,
+        date(2026, 9, 9),
+        "finance.payments",
+        "Duplicate transactions in finance.payments",
+        "The daily revenue report was overstated on 2026-09-09: finance.payments holds 100 "
+        "transaction_id values twice. The loader timed out, retried the batch, and re-inserted "
+        "rows that had already been committed.",
+    ),
+    _incident(
+        OWNERSHIP_INCIDENT,
+        date(2026, 9, 21),
+        "finance.payments",
+        "finance.payments has no active technical owner",
+        "bob left the company on 2026-09-15 and was the only technical owner of finance.payments. "
+        "A failed load on 2026-09-20 had nobody to page, and nobody could approve a schema change.",
+    ),
+)
+
+DOMAINS = {"finance": "Finance", "marketing": "Marketing", "hr": "HR", "logistics": "Logistics"}
+
+
+def estate_mcps(as_of: date = LANDING_DAY) -> list[MetadataChangeProposalWrapper]:
+    """All metadata of the demo estate on ``as_of``."""
+    mcps = [
+        MetadataChangeProposalWrapper(
+            entityUrn=make_domain_urn(domain), aspect=DomainPropertiesClass(name=name)
+        )
+        for domain, name in DOMAINS.items()
+    ]
+    for dataset in DATASETS.values():
+        mcps += _dataset_mcps(dataset, as_of)
+    return [*mcps, *_people_mcps(as_of), *INCIDENTS]
+
+
+def write_estate_file(path: Path = ESTATE_FILE) -> Path:
+    """Write the estate as an MCP JSON file (what `datahub ingest` with the file source reads)."""
+    write_metadata_file(path, estate_mcps())
+    return path
+
+
+if __name__ == "__main__":
+    print(write_estate_file())
