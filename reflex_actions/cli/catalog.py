@@ -9,10 +9,11 @@ from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.ingestion.source.file import read_metadata_file
 
 from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.steward import resolve_incident, set_structured_property
-from reflex_actions.catalog.vocabulary import bootstrap_mcps, property_urn
 from reflex_actions.cli.output import reports_bad_input
 from reflex_actions.cli.store import with_catalog
+from reflex_actions.vocabulary import property_urn
 
 
 @click.command("init")

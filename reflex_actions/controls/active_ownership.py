@@ -54,6 +54,9 @@ class ActiveOwnershipControl(Control):
         c = self.columns
         return [c.dataset, c.owner, c.ownership_type, c.owner_status]
 
+    def dataset_fields(self) -> list[str]:
+        return []  # it reads ownership edges, not the dataset's rows
+
     def allowed_violations(self) -> int:
         return 0
 

@@ -35,6 +35,19 @@ class Control(BaseModel, ABC):
     def required_columns(self) -> list[str]:
         """Columns a snapshot must have for this control to be evaluable."""
 
+    def dataset_fields(self) -> list[str]:
+        """Fields the control needs in the dataset's own schema (what similar assets must have).
+
+        Usually the snapshot columns; a control over another table (e.g. ownership edges) has none.
+        """
+        return self.required_columns()
+
+    def with_dataset_fields(self, mapping: dict[str, str]) -> Control:
+        """The same control on a dataset that names its fields differently (source -> target)."""
+        if not mapping:
+            return self
+        raise NotImplementedError(f"{self.type} controls cannot rename fields")
+
     @abstractmethod
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
         """The query returning rows_scanned, violation_count and up to ``sample_size`` worst

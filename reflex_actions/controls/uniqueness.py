@@ -52,6 +52,11 @@ class UniquenessControl(Control):
     def required_columns(self) -> list[str]:
         return self.key_fields
 
+    def with_dataset_fields(self, mapping: dict[str, str]) -> UniquenessControl:
+        renamed = [mapping.get(name, name) for name in self.key_fields]
+        key = {"field": renamed[0]} if self.field is not None else {"fields": renamed}
+        return UniquenessControl.model_validate({**self.model_dump(exclude_none=True), **key})
+
     def allowed_violations(self) -> int:
         return self.max_duplicate_count
 

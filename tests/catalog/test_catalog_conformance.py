@@ -46,9 +46,10 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.catalog.base import Catalog
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import resolve_incident, set_structured_property
-from reflex_actions.catalog.vocabulary import APPROVAL, ROOT_CAUSE_STATUS, bootstrap_mcps
+from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 
 T = TypeVar("T")
 GMS_URL = os.environ.get("DATAHUB_GMS_URL")

@@ -20,8 +20,8 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.catalog.lite import LiteCatalog
-from reflex_actions.catalog.vocabulary import ROOT_CAUSE_STATUS
 from reflex_actions.cli.main import cli
+from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 
 INCIDENT = "urn:li:incident:cli-test"
 PAYMENTS = make_dataset_urn("snowflake", "finance.payments")

@@ -1,4 +1,4 @@
-"""Reflex's names in DataHub (DESIGN.md §2): structured properties, the lessons glossary node."""
+"""Setting a store up for Reflex: structured property definitions and the lessons node."""
 
 from __future__ import annotations
 
@@ -8,23 +8,9 @@ from datahub.api.entities.structuredproperties.structuredproperties import Struc
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import GlossaryNodeInfoClass
 
+from reflex_actions.vocabulary import LESSONS_NODE
+
 STRUCTURED_PROPERTIES_FILE = Path(__file__).with_name("structured_properties.yaml")
-
-
-def property_urn(qualified_name: str) -> str:
-    return f"urn:li:structuredProperty:{qualified_name}"
-
-
-ROOT_CAUSE_STATUS = property_urn("reflex.rootCauseStatus")
-APPROVAL = property_urn("reflex.approval")
-SCOPE = property_urn("reflex.scope")
-ROOT_CAUSE = property_urn("reflex.rootCause")
-CONTROL_SPEC = property_urn("reflex.controlSpec")
-COVERAGE = property_urn("reflex.coverage")
-PROPOSED_OWNER = property_urn("reflex.proposedOwner")
-OWNERSHIP_CHANGE_APPROVAL = property_urn("reflex.ownershipChangeApproval")
-
-LESSONS_NODE = "urn:li:glossaryNode:reflex.lessons"
 
 
 def bootstrap_mcps() -> list[MetadataChangeProposalWrapper]:

@@ -1,0 +1,22 @@
+"""Reflex's names in DataHub (DESIGN.md §2): structured properties and the lessons glossary node.
+
+Plain strings with no DataHub import, so the domain core can use them.
+"""
+
+from __future__ import annotations
+
+
+def property_urn(qualified_name: str) -> str:
+    return f"urn:li:structuredProperty:{qualified_name}"
+
+
+ROOT_CAUSE_STATUS = property_urn("reflex.rootCauseStatus")
+APPROVAL = property_urn("reflex.approval")
+SCOPE = property_urn("reflex.scope")
+ROOT_CAUSE = property_urn("reflex.rootCause")
+CONTROL_SPEC = property_urn("reflex.controlSpec")
+COVERAGE = property_urn("reflex.coverage")
+PROPOSED_OWNER = property_urn("reflex.proposedOwner")
+OWNERSHIP_CHANGE_APPROVAL = property_urn("reflex.ownershipChangeApproval")
+
+LESSONS_NODE = "urn:li:glossaryNode:reflex.lessons"
