@@ -20,3 +20,12 @@ PROPOSED_OWNER = property_urn("reflex.proposedOwner")
 OWNERSHIP_CHANGE_APPROVAL = property_urn("reflex.ownershipChangeApproval")
 
 LESSONS_NODE = "urn:li:glossaryNode:reflex.lessons"
+
+
+def display_name(urn: str) -> str:
+    """A short readable name: a dataset urn's name, otherwise the urn's last part."""
+    if urn.startswith("urn:li:dataset:("):
+        parts = urn.rsplit(",", 2)
+        if len(parts) == 3:
+            return parts[1]
+    return urn.rsplit(":", 1)[-1]

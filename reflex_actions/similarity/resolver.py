@@ -1,0 +1,139 @@
+"""Find where else a lesson's failure can happen, with the reasons for each candidate.
+
+Candidates come only from the catalog's indexed / server-side lookups (same field name or
+synonym, same domain, same owners, lineage relatives), never from a scan of the catalog. Each is
+scored by the signal set of the lesson's failure pattern; every contribution is named and
+explained, and assets ruled out on the way are returned with their reason.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls.active_ownership import ActiveOwnershipControl
+from reflex_actions.patterns import FailurePattern
+from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.similarity.fields import synonyms_of
+from reflex_actions.similarity.lineage import lineage_relatives
+from reflex_actions.similarity.models import (
+    Candidate,
+    CatalogReader,
+    Exclusion,
+    Resolution,
+    Signal,
+    SimilarityQuery,
+)
+from reflex_actions.similarity.ownership_signals import ownership_signals
+from reflex_actions.similarity.schema_signals import (
+    Excluded,
+    matched_fields,
+    schema_signals,
+    source_fields,
+)
+from reflex_actions.vocabulary import COVERAGE, display_name
+
+
+class SimilarityError(ValueError):
+    """The lesson cannot be resolved (e.g. its source dataset is not in the catalog)."""
+
+
+def resolve_similar_assets(
+    query: SimilarityQuery, catalog: CatalogReader, config: SimilarityConfig | None = None
+) -> Resolution:
+    config = config or SimilarityConfig()
+    source = catalog.dataset(query.source_urn)
+    if source is None:
+        raise SimilarityError(f"source dataset {query.source_urn} is not in the catalog")
+    ownership = isinstance(query.control, ActiveOwnershipControl)
+    relatives = (
+        lineage_relatives(catalog, source.urn, config.max_lineage_hops) if not ownership else {}
+    )
+    urns = _retrieve(query, source, catalog, config, list(relatives))
+    status_of = cache(catalog.user_status)
+    candidates: list[Candidate] = []
+    excluded: list[Exclusion] = []
+    for urn in urns:
+        candidate = catalog.dataset(urn)
+        if candidate is None:
+            continue
+        try:
+            covered = _coverage_signal(candidate, query, config)
+            if ownership:
+                assert isinstance(query.control, ActiveOwnershipControl)
+                signals = ownership_signals(
+                    source, candidate, query.control, query.departed_users, status_of, config
+                )
+                mapping: dict[str, str] = {}
+            else:
+                matches = matched_fields(
+                    source_fields(source, query.control.dataset_fields()), candidate, config
+                )
+                signals = schema_signals(source, candidate, matches, relatives.get(urn), config)
+                mapping = {
+                    m.source.name: m.target.name for m in matches if m.source.name != m.target.name
+                }
+        except Excluded as why:
+            excluded.append(Exclusion(urn=urn, name=candidate.name, reason=str(why)))
+            continue
+        signals.append(covered)
+        score = round(sum(s.contribution for s in signals), 4) + 0.0  # never -0.0
+        candidates.append(
+            Candidate(
+                urn=urn,
+                name=candidate.name,
+                score=score,
+                recommended=score >= config.threshold,
+                signals=signals,
+                field_mapping=mapping,
+            )
+        )
+    candidates.sort(key=lambda c: (-c.score, c.name))
+    excluded.sort(key=lambda e: e.name)
+    return Resolution(
+        source_urn=source.urn,
+        pattern=query.pattern,
+        threshold=config.threshold,
+        candidates=candidates,
+        excluded=excluded,
+    )
+
+
+def _retrieve(
+    query: SimilarityQuery,
+    source: DatasetContext,
+    catalog: CatalogReader,
+    config: SimilarityConfig,
+    relatives: list[str],
+) -> list[str]:
+    """Candidate urns from indexed lookups, closest evidence first, capped at max_candidates."""
+    found: dict[str, None] = dict.fromkeys(relatives)
+    for name in query.control.dataset_fields():
+        for alias in [name, *synonyms_of(name, config.synonyms)]:
+            found.update(dict.fromkeys(catalog.datasets_by_field(alias)))
+    if source.domain:
+        found.update(dict.fromkeys(catalog.datasets_by_domain(source.domain)))
+    if isinstance(query.control, ActiveOwnershipControl):
+        for owner in [*(o.owner for o in source.owners), *query.departed_users]:
+            found.update(dict.fromkeys(catalog.datasets_by_owner(owner)))
+    found.pop(source.urn, None)
+    return list(found)[: config.max_candidates]
+
+
+def _coverage_signal(
+    candidate: DatasetContext, query: SimilarityQuery, config: SimilarityConfig
+) -> Signal:
+    lessons = candidate.structured_properties.get(COVERAGE, ())
+    if query.lesson_urn and query.lesson_urn in lessons:
+        raise Excluded(f"already covered by this lesson ({display_name(query.lesson_urn)})")
+    weight = (
+        config.ownership_weights.not_yet_covered
+        if query.pattern is FailurePattern.ORPHANED_OWNERSHIP
+        else config.schema_weights.not_yet_covered
+    )
+    if lessons:
+        others = ", ".join(display_name(str(lesson)) for lesson in lessons)
+        return Signal(
+            name="coverage", contribution=0.0, reason=f"already covered by other lessons ({others})"
+        )
+    return Signal(name="coverage", contribution=weight, reason="not yet covered")
