@@ -18,7 +18,6 @@ import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from datahub.emitter.aspect import ASPECT_MAP
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -243,11 +242,3 @@ class LiteCatalog(Catalog):
 
     def close(self) -> None:
         self._lite.close()
-
-    def raw_rows_after(self, rowid: int, limit: int) -> list[tuple[Any, ...]]:
-        """Versioned aspect rows written after ``rowid`` (the embedded change feed reads these)."""
-        return self._db.execute(
-            "SELECT rowid, urn, aspect_name, version, metadata, system_metadata, createdon "
-            "FROM metadata_aspect_v2 WHERE rowid > ? AND version > 0 ORDER BY rowid LIMIT ?",
-            [rowid, limit],
-        ).fetchall()

@@ -1,0 +1,160 @@
+"""The DataHub server (GMS) store, read and written only through acryl-datahub's ``DataHubGraph``.
+
+Every lookup is answered by the server's own indexes: candidate lookups are search filters and
+``downstreams`` is a graph relationship query, so Reflex never walks the catalog. In an action the
+graph is the pipeline's (``ctx.graph.graph``); ``from_config`` builds one for the CLI and tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from datahub.configuration.common import OperationalError
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.ingestion.graph.client import DataHubGraph
+from datahub.ingestion.graph.config import DatahubClientConfig
+from datahub.ingestion.graph.filters import RawSearchFilterRule
+from datahub.ingestion.graph.openapi import RelationshipDirection
+from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass
+from requests import HTTPError
+
+from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
+from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context, incident_context
+
+#: The graph edge ``upstreamLineage`` draws from a dataset to each of its upstreams.
+DOWNSTREAM_OF = "DownstreamOf"
+
+
+def _rule(field: str, condition: str, value: str) -> RawSearchFilterRule:
+    return {"field": field, "condition": condition, "values": [value]}
+
+
+def _reason(error: Exception) -> str:
+    """What went wrong, with the server's own message when it sent one (GMS errors carry one)."""
+    info: object = None
+    if isinstance(error, OperationalError) and len(error.args) > 1:
+        summary, info = str(error.args[0]), error.args[1]
+    elif isinstance(error, HTTPError) and error.response is not None:
+        summary = f"HTTP {error.response.status_code} {error.response.reason}"
+        with contextlib.suppress(ValueError):
+            info = error.response.json()
+    else:
+        return str(error)
+    message = info.get("message") if isinstance(info, dict) else None
+    return f"{summary}: {message}" if message and message not in summary else summary
+
+
+def _describe(mcps: Sequence[MetadataChangeProposalWrapper], shown: int = 3) -> str:
+    """``schemaMetadata of urn:li:dataset:(...), ... and 4 more``: a batch fails as a whole."""
+    named = ", ".join(f"{mcp.aspectName} of {mcp.entityUrn}" for mcp in mcps[:shown])
+    return named + (f" and {len(mcps) - shown} more" if len(mcps) > shown else "")
+
+
+class ServerCatalog(Catalog):
+    """Catalog backed by a DataHub server, through a ``DataHubGraph`` client."""
+
+    def __init__(self, graph: DataHubGraph, *, owns_graph: bool = False) -> None:
+        self._graph = graph
+        self._owns_graph = owns_graph  # the pipeline's shared graph is not ours to close
+
+    @classmethod
+    def from_config(cls, server: str, token: str | None = None) -> ServerCatalog:
+        """Connect to ``server`` (the GMS url), failing now rather than at the first read."""
+        catalog = cls(
+            DataHubGraph(DatahubClientConfig(server=server, token=token)), owns_graph=True
+        )
+        with catalog._talking("connect"):
+            catalog._graph.test_connection()
+        return catalog
+
+    @contextlib.contextmanager
+    def _talking(self, what: str) -> Iterator[None]:
+        """Any failure of the server, or of reading its answer, becomes a CatalogError."""
+        try:
+            yield
+        except Exception as error:
+            raise CatalogError(
+                f"cannot {what} (DataHub at {self._graph.config.server}): {_reason(error)}"
+            ) from error
+
+    # --- reads -------------------------------------------------------------------------------
+    def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
+        with self._talking(f"read {aspect_class.ASPECT_NAME} of {urn}"):
+            return self._graph.get_aspect(urn, aspect_class)
+
+    def dataset(self, urn: str) -> DatasetContext | None:
+        with self._talking(f"read dataset {urn}"):
+            try:
+                found = self._graph.get_entity_semityped(urn, aspects=list(DATASET_ASPECTS))
+            except HTTPError as error:
+                if error.response is not None and error.response.status_code == 404:
+                    return None
+                raise
+        # GMS answers for any urn and always adds the key aspect, so only these prove it exists.
+        aspects = {name: aspect for name, aspect in found.items() if name in DATASET_ASPECTS}
+        if not aspects:
+            return None
+        return dataset_context(urn, aspects, self.downstreams(urn))  # type: ignore[arg-type]
+
+    def incident(self, urn: str) -> IncidentContext | None:
+        info = self.get_aspect(urn, IncidentInfoClass)
+        return incident_context(urn, info) if info else None
+
+    def user_status(self, urn: str) -> str | None:
+        status = self.get_aspect(urn, CorpUserStatusClass)
+        return status.status if status else None
+
+    def downstreams(self, urn: str) -> list[str]:
+        with self._talking(f"read the downstreams of {urn}"):
+            related = self._graph.get_related_entities(
+                urn, relationship_types=[DOWNSTREAM_OF], direction=RelationshipDirection.INCOMING
+            )
+            return sorted({entity.urn for entity in related})
+
+    # --- candidate lookups: filters on the server's search index --------------------------------
+    def _search(self, what: str, **filters: Any) -> list[str]:
+        with self._talking(f"search datasets by {what}"):
+            return sorted(set(self._graph.get_urns_by_filter(entity_types=["dataset"], **filters)))
+
+    def datasets_by_domain(self, domain_urn: str) -> list[str]:
+        return self._search(
+            f"domain {domain_urn}", extraFilters=[_rule("domains", "EQUAL", domain_urn)]
+        )
+
+    def datasets_by_platform(self, platform: str) -> list[str]:
+        return self._search(f"platform {platform}", platform=platform)
+
+    def datasets_by_field(self, field_name: str) -> list[str]:
+        """Exact simple paths, or v2 paths (``[version=2.0].[type=string].name``) ending in one.
+
+        The index holds field paths as ingested, so a v2 path is matched by its last segment: a
+        nested v2 field with that leaf name is a candidate too, and a dotted name matches only
+        v1 paths. Both conditions ignore case.
+        """
+        return self._search(
+            f"field {field_name}",
+            extra_or_filters=[
+                {"and": [_rule("fieldPaths", "IEQUAL", field_name)]},
+                {"and": [_rule("fieldPaths", "END_WITH", f"].{field_name}")]},
+            ],
+        )
+
+    def datasets_by_owner(self, owner_urn: str) -> list[str]:
+        return self._search(
+            f"owner {owner_urn}", extraFilters=[_rule("owners", "EQUAL", owner_urn)]
+        )
+
+    # --- writes --------------------------------------------------------------------------------
+    def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+        """One batched request; GMS itself skips aspects whose value did not change."""
+        if not mcps:
+            return
+        with self._talking(f"write {_describe(mcps)}"):
+            self._graph.emit_mcps(list(mcps))
+
+    def close(self) -> None:
+        if self._owns_graph:
+            self._graph.close()

@@ -1,0 +1,1 @@
+"""Event sources for datahub-actions, one package per plugin (the layout datahub-actions uses)."""
