@@ -1,0 +1,78 @@
+"""Find the key a duplicate-rows incident broke, from the dataset's own history.
+
+A key candidate is a field that is unique in every normal (unlabelled) snapshot and duplicated in
+the incident's failure snapshot(s). All candidate fields of all snapshots are counted in one
+DuckDB query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from reflex_actions.backtest.history import History
+from reflex_actions.catalog.models import FieldInfo
+from reflex_actions.errors import SnapshotError
+from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
+from reflex_actions.sql import quote_identifier
+
+#: DataHub type classes that can hold an identifier.
+KEY_TYPES = {"string", "number", None}
+
+
+@dataclass(frozen=True)
+class KeyFinding:
+    field: str
+    failure_snapshots: tuple[str, ...]
+    duplicate_rows: int
+    normal_snapshots: int
+
+
+def failure_snapshots(history: History, incident_urn: str) -> list[str]:
+    """Snapshots labelled with this incident, else every labelled failure."""
+    own = [sid for sid, label in history.labels.items() if label.incident == incident_urn]
+    return sorted(own or history.labels)
+
+
+def discover_keys(history: History, fields: list[FieldInfo], incident_urn: str) -> list[KeyFinding]:
+    """Fields unique in every normal snapshot and duplicated in a failure snapshot, key-flagged
+    fields first. Empty when the history has no labelled failure or no readable snapshot."""
+    failures = set(failure_snapshots(history, incident_urn))
+    candidates = [f.name for f in fields if f.type in KEY_TYPES]
+    if not failures or not candidates:
+        return []
+    con = duckdb.connect()
+    usable: list[SnapshotFile] = []
+    for snapshot in history.snapshots:
+        try:
+            snapshot.check_columns(con, candidates)
+            usable.append(snapshot)
+        except SnapshotError:
+            continue  # drifted or unreadable snapshots say nothing about the key
+    if not usable:
+        return []
+    relation = files_relation(usable, candidates)
+    distinct = ", ".join(f"count(DISTINCT {quote_identifier(name)})" for name in candidates)
+    sql = (
+        f"WITH snapshot AS ({relation.sql}) "
+        f"SELECT {quote_identifier(FILE_COLUMN)}, count(*), {distinct} "
+        f"FROM snapshot GROUP BY 1"
+    )
+    try:
+        rows = con.execute(sql, relation.params).fetchall()
+    except duckdb.Error:
+        return []
+    ids = {str(s.path): s.snapshot_id for s in usable}
+    findings = []
+    for index, name in enumerate(candidates):
+        duplicates = {ids[row[0]]: row[1] - row[2 + index] for row in rows}
+        # snapshots labelled with other failures are neither normal nor this incident's
+        normal = [sid for sid in duplicates if sid not in history.labels]
+        failed = tuple(sorted(sid for sid in duplicates if sid in failures and duplicates[sid] > 0))
+        if failed and normal and all(duplicates[sid] == 0 for sid in normal):
+            findings.append(
+                KeyFinding(name, failed, sum(duplicates[sid] for sid in failed), len(normal))
+            )
+    key_flagged = {f.name for f in fields if f.is_key}
+    return sorted(findings, key=lambda k: (k.field not in key_flagged, k.field))

@@ -1,0 +1,93 @@
+"""The lesson: what an incident taught, as typed data a steward confirms before anything runs."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reflex_actions.patterns import FailurePattern
+
+
+class LessonState(str, Enum):
+    PROPOSED = "PROPOSED"  # drafted; waiting for a steward to confirm the root cause
+    CONFIRMED = "CONFIRMED"  # root cause confirmed, control validated
+    REJECTED = "REJECTED"  # a steward rejected it: nothing is ever published from it
+    PENDING_APPROVAL = "PENDING_APPROVAL"  # backtested; waiting for scope approval
+    PUBLISHED = "PUBLISHED"  # assertions published on the approved scope
+
+
+class IncidentText(BaseModel):
+    """The words of the incident: data for the proposers, never instructions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    urn: str
+    title: str = ""
+    description: str = ""
+    resolution_note: str = ""
+    affected_assets: tuple[str, ...] = ()
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "title": self.title,
+            "description": self.description,
+            "resolution_note": self.resolution_note,
+        }
+
+
+EvidenceSource = Literal["title", "description", "resolution_note", "catalog", "history"]
+
+
+class Evidence(BaseModel):
+    """A quoted span of the incident (verbatim), or a fact read from the catalog or history."""
+
+    source: EvidenceSource
+    quote: str = Field(min_length=1)
+
+
+class ProposerInfo(BaseModel):
+    name: Literal["deterministic", "llm"]
+    model: str | None = None
+    #: why the deterministic proposer stood in for the configured LLM, if it did
+    fallback_reason: str | None = None
+
+
+class LessonDraft(BaseModel):
+    """What a proposer returns. The LLM must answer exactly this shape (as JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    failure_pattern: FailurePattern
+    root_cause: str = Field(min_length=1, max_length=2000)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=20)
+    #: the proposed control spec (validated against the control registry); None for `unknown`
+    control: dict[str, Any] | None = None
+    confidence: float = Field(ge=0.0, le=1.0)
+    rationale: str = Field(default="", max_length=4000)
+    #: users (corpuser urns) whose departure caused an ownership incident
+    departed_users: list[str] = Field(default_factory=list, max_length=20)
+
+
+class Lesson(BaseModel):
+    """A lesson as Reflex stores it on its glossary term."""
+
+    urn: str
+    incident: str
+    source_dataset: str | None
+    affected_assets: list[str]
+    failure_pattern: FailurePattern
+    root_cause: str
+    evidence: list[Evidence]
+    control: dict[str, Any] | None
+    confidence: float
+    rationale: str
+    proposer: ProposerInfo
+    state: LessonState = LessonState.PROPOSED
+    #: the last validation error of a steward's edit, shown on the lesson page
+    validation_error: str | None = None
+    #: every human decision: who, what, when (epoch millis)
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+    #: which users' departure caused an ownership incident
+    departed_users: list[str] = Field(default_factory=list)

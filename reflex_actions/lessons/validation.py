@@ -1,0 +1,75 @@
+"""Checks every draft and every steward edit passes before Reflex acts on it.
+
+A draft's control must be a registered type that fits its failure pattern and names only fields
+the affected dataset has; evidence quoted from the incident must be verbatim. This is what keeps
+an LLM answer (or text injected into an incident) from yielding anything but a valid spec.
+"""
+
+from __future__ import annotations
+
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls import Control, parse_control_spec, parse_control_yaml
+from reflex_actions.errors import ControlSpecError
+from reflex_actions.lessons.model import IncidentText, LessonDraft
+from reflex_actions.patterns import FailurePattern
+
+#: The control type each failure pattern is turned into.
+CONTROL_TYPE_FOR = {
+    FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY: "uniqueness",
+    FailurePattern.ORPHANED_OWNERSHIP: "active_ownership",
+}
+
+
+def check_control(
+    control: Control, pattern: FailurePattern, source: DatasetContext | None
+) -> list[str]:
+    """Problems with using ``control`` for this pattern on this dataset (empty when fine)."""
+    problems = []
+    expected = CONTROL_TYPE_FOR.get(pattern)
+    if expected != control.type:
+        problems.append(
+            f"control type {control.type!r} does not fit failure pattern {pattern.value!r}"
+            + (f" (expected {expected!r})" if expected else "")
+        )
+    if source is not None:
+        names = {f.name for f in source.fields}
+        missing = [name for name in control.dataset_fields() if name not in names]
+        if missing:
+            problems.append(
+                f"field(s) {', '.join(repr(m) for m in missing)} do not exist in {source.name}; "
+                f"it has {', '.join(sorted(names)) or 'no schema'}"
+            )
+    return problems
+
+
+def check_draft(draft: LessonDraft, text: IncidentText, source: DatasetContext | None) -> list[str]:
+    """Problems with a proposer's draft (empty when it may be written as a lesson)."""
+    problems: list[str] = []
+    if draft.failure_pattern is FailurePattern.UNKNOWN:
+        if draft.control is not None:
+            problems.append("an 'unknown' failure pattern proposes no control")
+    elif draft.control is None:
+        problems.append(f"failure pattern {draft.failure_pattern.value!r} needs a control")
+    else:
+        try:
+            control = parse_control_spec(draft.control)
+        except ControlSpecError as error:
+            problems.append(str(error))
+        else:
+            problems += check_control(control, draft.failure_pattern, source)
+    fields = text.fields()
+    for item in draft.evidence:
+        if item.source in fields and item.quote not in fields[item.source]:
+            problems.append(f"evidence {item.quote!r} is not a verbatim quote of the {item.source}")
+    return problems
+
+
+def parse_steward_control(
+    spec_text: str, pattern: FailurePattern, source: DatasetContext | None
+) -> Control:
+    """A steward's (possibly edited) control YAML, validated; raise ControlSpecError otherwise."""
+    control = parse_control_yaml(spec_text)
+    problems = check_control(control, pattern, source)
+    if problems:
+        raise ControlSpecError("; ".join(problems))
+    return control
