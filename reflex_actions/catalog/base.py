@@ -8,7 +8,7 @@ empty list, never as an exception.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -66,6 +66,13 @@ class Catalog(ABC):
     @abstractmethod
     def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
         """Write a batch of aspects; an unchanged aspect is not rewritten."""
+
+    @abstractmethod
+    def set_structured_properties(
+        self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str
+    ) -> None:
+        """Set these structured properties on ``urn`` and keep its others, atomically (what the
+        UI's upsertStructuredProperties does). ``actor`` is recorded where the store can."""
 
     def close(self) -> None:  # noqa: B027 - adapters without resources need no cleanup
         """Release connections."""

@@ -16,7 +16,7 @@ import fcntl
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from datahub.emitter.aspect import ASPECT_MAP
@@ -30,6 +30,7 @@ from datahub.metadata.schema_classes import (
     IncidentInfoClass,
     OwnershipClass,
     SchemaMetadataClass,
+    StructuredPropertiesClass,
     UpstreamLineageClass,
     _Aspect,
 )
@@ -37,6 +38,7 @@ from datahub.utilities.urns.dataset_urn import DatasetUrn
 
 from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
 from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.catalog.steward import acting_as, merge_structured_properties
 from reflex_actions.catalog.translate import (
     DATASET_ASPECTS,
     dataset_context,
@@ -227,13 +229,25 @@ class LiteCatalog(Catalog):
     # --- writes --------------------------------------------------------------------------------
     def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
         with self._write_lock():
-            for mcp in mcps:
-                try:
-                    self._lite.write(mcp)
-                except Exception as error:
-                    raise CatalogError(
-                        f"cannot write {mcp.aspectName} on {mcp.entityUrn} to {self.path}: {error}"
-                    ) from error
+            self._write(mcps)
+
+    def _write(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+        for mcp in mcps:
+            try:
+                self._lite.write(mcp)
+            except Exception as error:
+                raise CatalogError(
+                    f"cannot write {mcp.aspectName} on {mcp.entityUrn} to {self.path}: {error}"
+                ) from error
+
+    def set_structured_properties(
+        self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str
+    ) -> None:
+        # Read and write under one lock: a steward's edit in another process cannot be lost.
+        with self._write_lock():
+            current = self.get_aspect(urn, StructuredPropertiesClass)
+            merged = merge_structured_properties(current, values, actor)
+            self._write([acting_as(actor, urn, merged)])
 
     def reindex(self) -> None:
         """Rebuild DataHub Lite's browse index (for ``datahub lite ls``) after a bulk load."""

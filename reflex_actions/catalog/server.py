@@ -8,7 +8,7 @@ graph is the pipeline's (``ctx.graph.graph``); ``from_config`` builds one for th
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datahub.configuration.common import OperationalError
@@ -18,6 +18,7 @@ from datahub.ingestion.graph.config import DatahubClientConfig
 from datahub.ingestion.graph.filters import RawSearchFilterRule
 from datahub.ingestion.graph.openapi import RelationshipDirection
 from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass
+from datahub.specific.aspect_helpers.structured_properties import HasStructuredPropertiesPatch
 from requests import HTTPError
 
 from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
@@ -155,6 +156,22 @@ class ServerCatalog(Catalog):
         with self._talking(f"write {_describe(mcps)}"):
             self._graph.emit_mcps(list(mcps))
 
+    def set_structured_properties(
+        self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str
+    ) -> None:
+        """A patch, so GMS merges it into the stored aspect: no read-modify-write race with a
+        steward editing the same entity. GMS records the token's user as the actor."""
+        patch = _StructuredPropertiesPatch(urn)
+        for property_urn, property_values in values.items():
+            patch.set_structured_property(property_urn, list(property_values))
+        with self._talking(f"set structured properties on {urn}"):
+            for mcp in patch.build():
+                self._graph.emit_mcp(mcp)
+
     def close(self) -> None:
         if self._owns_graph:
             self._graph.close()
+
+
+class _StructuredPropertiesPatch(HasStructuredPropertiesPatch):
+    """A patch builder for the structuredProperties aspect of any entity type."""

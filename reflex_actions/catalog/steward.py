@@ -8,6 +8,7 @@ change feed, in ``systemMetadata.properties["actor"]``, which it reports as ``cr
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
@@ -54,22 +55,20 @@ def resolve_incident(catalog: Catalog, incident_urn: str, note: str, actor: str)
     catalog.emit([acting_as(actor, incident_urn, info)])
 
 
-def set_structured_property(
-    catalog: Catalog, urn: str, property_urn: str, values: list[str | float], actor: str
-) -> None:
-    """``upsertStructuredProperties``: replace one property's values, keep the others."""
-    current = catalog.get_aspect(urn, StructuredPropertiesClass)
-    others = [p for p in (current.properties if current else []) if p.propertyUrn != property_urn]
-    previous = next(
-        (p for p in (current.properties if current else []) if p.propertyUrn == property_urn), None
-    )
+def merge_structured_properties(
+    current: StructuredPropertiesClass | None,
+    values: Mapping[str, Sequence[str | float]],
+    actor: str,
+) -> StructuredPropertiesClass:
+    """``current`` with ``values`` replacing those properties' assignments, audit-stamped."""
+    existing = {p.propertyUrn: p for p in (current.properties if current else [])}
     stamp = _stamp(actor)
-    assignment = StructuredPropertyValueAssignmentClass(
-        propertyUrn=property_urn,
-        values=list(values),
-        created=previous.created if previous and previous.created else stamp,
-        lastModified=stamp,
-    )
-    catalog.emit(
-        [acting_as(actor, urn, StructuredPropertiesClass(properties=[*others, assignment]))]
-    )
+    for property_urn, property_values in values.items():
+        previous = existing.get(property_urn)
+        existing[property_urn] = StructuredPropertyValueAssignmentClass(
+            propertyUrn=property_urn,
+            values=list(property_values),
+            created=previous.created if previous and previous.created else stamp,
+            lastModified=stamp,
+        )
+    return StructuredPropertiesClass(properties=list(existing.values()))

@@ -10,7 +10,7 @@ from datahub.ingestion.source.file import read_metadata_file
 
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
-from reflex_actions.catalog.steward import resolve_incident, set_structured_property
+from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.cli.output import reports_bad_input
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.vocabulary import property_urn
@@ -78,5 +78,5 @@ def set_property_command(
 ) -> None:
     """Set a structured property (e.g. reflex.rootCauseStatus CONFIRMED) on an entity."""
     urn = property_name if property_name.startswith("urn:li:") else property_urn(property_name)
-    set_structured_property(catalog, entity_urn, urn, list(values), _user(actor))
+    catalog.set_structured_properties(entity_urn, {urn: list(values)}, _user(actor))
     click.echo(f"{urn} = {list(values)} on {entity_urn} by {_user(actor)}")

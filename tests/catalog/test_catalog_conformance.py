@@ -48,7 +48,7 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
-from reflex_actions.catalog.steward import resolve_incident, set_structured_property
+from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 
 T = TypeVar("T")
@@ -265,9 +265,9 @@ def test_incident_and_steward_resolution(catalog: Catalog, estate: Estate) -> No
 def test_structured_property_edits_keep_other_properties(catalog: Catalog, estate: Estate) -> None:
     term = f"urn:li:glossaryTerm:reflex.lessons.test-{uuid.uuid4().hex[:8]}"
     catalog.emit(bootstrap_mcps())
-    set_structured_property(catalog, term, ROOT_CAUSE_STATUS, ["PROPOSED"], estate.carol)
-    set_structured_property(catalog, term, APPROVAL, ["PENDING"], estate.carol)
-    set_structured_property(catalog, term, ROOT_CAUSE_STATUS, ["CONFIRMED"], estate.carol)
+    catalog.set_structured_properties(term, {ROOT_CAUSE_STATUS: ["PROPOSED"]}, estate.carol)
+    catalog.set_structured_properties(term, {APPROVAL: ["PENDING"]}, estate.carol)
+    catalog.set_structured_properties(term, {ROOT_CAUSE_STATUS: ["CONFIRMED"]}, estate.carol)
     properties = catalog.get_aspect(term, StructuredPropertiesClass)
     assert properties is not None
     values = {p.propertyUrn: p.values for p in properties.properties}

@@ -327,6 +327,30 @@ class TestWrites:
         assert batch.body["async"] == "false"  # the write is durable before emit returns
         assert catalog.get_aspect(PAYMENTS, OwnershipClass) == owned
 
+    def test_structured_properties_are_set_with_a_patch(
+        self, fake: FakeGmsServer, catalog: ServerCatalog
+    ) -> None:
+        """A patch lets GMS merge the change: no read-modify-write race with a steward."""
+        prop = "urn:li:structuredProperty:reflex.approval"
+        catalog.set_structured_properties(PAYMENTS, {prop: ["PENDING"]}, CAROL)
+
+        (request,) = fake.requests_to("/aspects", "POST")
+        assert request.query == {"action": ["ingestProposal"]}
+        proposal = request.body["proposal"]
+        assert (proposal["entityUrn"], proposal["aspectName"], proposal["changeType"]) == (
+            PAYMENTS,
+            "structuredProperties",
+            "PATCH",
+        )
+        operations = json.loads(proposal["aspect"]["value"])
+        assert operations["patch"] == [
+            {
+                "op": "add",
+                "path": f"/properties/{prop}/",
+                "value": {"propertyUrn": prop, "values": [{"string": "PENDING"}]},
+            }
+        ]
+
     def test_emit_nothing_sends_nothing(self, fake: FakeGmsServer, catalog: ServerCatalog) -> None:
         catalog.emit([])
         assert fake.requests == []
