@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -38,8 +38,13 @@ def backtest(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     progress: ProgressCallback | None = None,
+    controls_by_dataset: Mapping[str, Control] | None = None,
 ) -> BacktestReport:
-    """Backtest ``control`` on each history and score it against the histories' labels."""
+    """Backtest ``control`` on each history and score it against the histories' labels.
+
+    ``controls_by_dataset`` overrides the control for some datasets (by history dataset name),
+    e.g. the same uniqueness check on a dataset that names the key differently.
+    """
     started = time.perf_counter()
     datasets: list[DatasetBacktest] = []
     outcomes: list[SnapshotOutcome] = []
@@ -53,8 +58,9 @@ def backtest(
         )
         try:
             for history in histories:
+                own_control = (controls_by_dataset or {}).get(history.dataset, control)
                 dataset, dataset_outcomes = _backtest_history(
-                    con, control, history, sample_size, progress
+                    con, own_control, history, sample_size, progress
                 )
                 datasets.append(dataset)
                 outcomes.extend(dataset_outcomes)

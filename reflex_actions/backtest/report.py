@@ -67,11 +67,39 @@ def render_markdown(report: BacktestReport) -> str:
                 f"| {_md_cell(o.dataset)} | {_md_cell(o.snapshot_id)} | {VERDICT_TEXT[o.verdict]} "
                 f"| {violations} | {_md_cell(detail)} |"
             )
+    lines += [
+        "",
+        "Timeline (one mark per snapshot, labelled failures in [ ], x not evaluable):",
+        "",
+    ]
+    for d in report.datasets:
+        outcomes = report.outcomes_for(d.dataset)
+        if outcomes:
+            span = f"{outcomes[0].snapshot_id} … {outcomes[-1].snapshot_id}"
+            lines.append(f"- `{render_sparkline(outcomes)}` {_md_cell(d.dataset)} ({span})")
     not_applicable = [d for d in report.datasets if not d.applicable]
     if not_applicable:
         lines += ["", "Not applicable:"]
         lines += [f"- {_md_cell(d.dataset)}: {_md_cell(d.reason)}" for d in not_applicable]
     return "\n".join(lines) + "\n"
+
+
+SPARK_LEVELS = "▁▂▃▄▅▆▇█"
+
+
+def render_sparkline(outcomes: list[SnapshotOutcome]) -> str:
+    """Violations per snapshot as one line of text, for pages that cannot show pictures:
+    ``▁`` clean, taller = more violations, ``x`` not evaluable; labelled failures in brackets."""
+    peak = max((o.violation_count or 0 for o in outcomes), default=0) or 1
+    marks = []
+    for o in outcomes:
+        if not o.evaluable:
+            mark = "x"
+        else:
+            level = round((o.violation_count or 0) / peak * (len(SPARK_LEVELS) - 1))
+            mark = SPARK_LEVELS[level]
+        marks.append(f"[{mark}]" if o.labelled_failure else mark)
+    return "".join(marks)
 
 
 BAR_COLOURS = {

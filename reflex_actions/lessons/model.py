@@ -91,3 +91,9 @@ class Lesson(BaseModel):
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     #: which users' departure caused an ownership incident
     departed_users: list[str] = Field(default_factory=list)
+    #: the proposal report (similar assets, backtest) in markdown, once backtested
+    report: str = ""
+    #: dataset urn -> control field -> that dataset's field, where names differ
+    field_mappings: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: datasets the control was published on
+    published_scope: list[str] = Field(default_factory=list)

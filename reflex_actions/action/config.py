@@ -1,0 +1,62 @@
+"""The `reflex` action's configuration (the `action.config` block of the actions YAML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
+from reflex_actions.lessons.llm import LlmConfig
+from reflex_actions.similarity.config import SimilarityConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApproversConfig(_Strict):
+    """Who may pass the human gates (besides the owners of the lesson's glossary term)."""
+
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
+class HistoriesConfig(_Strict):
+    """Where each dataset's snapshot history lives: ``root / folder`` (``{name}`` = dataset
+    name, ``{platform}`` = platform). Datasets without a folder have no history."""
+
+    root: Path | None = None
+    folder: str = "{name}"
+
+
+class LandingConfig(_Strict):
+    """Where a newly landed snapshot is, and where it may be.
+
+    An operation names its snapshot in ``customProperties.snapshot`` (a path); otherwise the
+    ``locator`` template is filled from the dataset (``{name}``, ``{platform}``) and the
+    operation (``{snapshot_id}`` = ``customProperties.snapshot_id``, else the partition). The
+    resolved path must lie under one of ``allowed_roots``, or the snapshot is refused.
+    """
+
+    allowed_roots: list[Path] = Field(default_factory=list)
+    locator: str | None = None
+
+
+class BacktestConfig(_Strict):
+    sample_size: int = Field(default=DEFAULT_SAMPLE_SIZE, ge=0)
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
+
+
+class ReflexConfig(_Strict):
+    #: the embedded DataHub Lite file; unset = the DataHub server of the pipeline's `datahub:` block
+    store: Path | None = None
+    #: the user Reflex writes as; its own changes never pass a human gate
+    service_actor: str = "urn:li:corpuser:datahub-reflex"
+    approvers: ApproversConfig = ApproversConfig()
+    #: unset = the deterministic proposer (no model)
+    llm: LlmConfig | None = None
+    histories: HistoriesConfig = HistoriesConfig()
+    landing: LandingConfig = LandingConfig()
+    similarity: SimilarityConfig = SimilarityConfig()
+    backtest: BacktestConfig = BacktestConfig()

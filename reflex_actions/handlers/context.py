@@ -1,0 +1,69 @@
+"""What every handler gets: the catalog, the configuration, and derived helpers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from datahub.metadata.schema_classes import GroupMembershipClass, OwnershipClass
+
+from reflex_actions.action.config import ReflexConfig
+from reflex_actions.backtest.history import History, HistoryError, load_history
+from reflex_actions.catalog.base import Catalog
+from reflex_actions.lessons.drafting import Proposer, make_proposer
+from reflex_actions.vocabulary import display_name
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HandlerContext:
+    catalog: Catalog
+    config: ReflexConfig
+    clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+
+    @cached_property
+    def proposer(self) -> Proposer:
+        return make_proposer(self.config.llm)
+
+    def history_for(self, dataset_urn: str) -> History | None:
+        """The dataset's snapshot history, if the configured histories root has one."""
+        root = self.config.histories.root
+        if root is None:
+            return None
+        context = self.catalog.dataset(dataset_urn)
+        name = context.name if context else display_name(dataset_urn)
+        platform = context.platform if context else ""
+        folder = root / self.config.histories.folder.format(name=name, platform=platform)
+        if not folder.is_dir():
+            return None
+        try:
+            return load_history(folder, dataset=name)
+        except HistoryError as error:
+            logger.warning("ignoring the history of %s: %s", dataset_urn, error)
+            return None
+
+    def refusal(self, actor: str | None, lesson_urn: str) -> str | None:
+        """Why ``actor`` may not pass a human gate of this lesson, or None when they may.
+
+        Authorized: a configured approver user, a member of a configured approver group, or
+        an owner of the lesson's glossary term; never Reflex's own service actor.
+        """
+        if not actor:
+            return "the change names no actor"
+        if actor == self.config.service_actor:
+            return "Reflex's own writes never pass a human gate"
+        approvers = self.config.approvers
+        if actor in approvers.users:
+            return None
+        if approvers.groups:
+            membership = self.catalog.get_aspect(actor, GroupMembershipClass)
+            if membership and set(membership.groups) & set(approvers.groups):
+                return None
+        ownership = self.catalog.get_aspect(lesson_urn, OwnershipClass)
+        if ownership and actor in {owner.owner for owner in ownership.owners}:
+            return None
+        return f"{actor} is not an approver and does not own {lesson_urn}"

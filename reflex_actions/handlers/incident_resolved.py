@@ -1,0 +1,67 @@
+"""Incident A resolved -> a drafted lesson waiting for a steward (human gate 1)."""
+
+from __future__ import annotations
+
+import logging
+
+from datahub.metadata.schema_classes import IncidentInfoClass, IncidentStateClass
+
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.lesson_store import (
+    control_yaml,
+    lesson_term_mcp,
+    lesson_urn_for,
+    load_lesson,
+)
+from reflex_actions.lessons.drafting import draft_lesson
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.model import IncidentText
+from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE, ROOT_CAUSE_STATUS
+
+logger = logging.getLogger(__name__)
+
+
+def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
+    before = change.typed(IncidentInfoClass, previous=True)
+    after = change.typed(IncidentInfoClass)
+    if before is None or after is None:
+        return
+    if (before.status.state, after.status.state) != (
+        IncidentStateClass.ACTIVE,
+        IncidentStateClass.RESOLVED,
+    ):
+        return
+    lesson_urn = lesson_urn_for(change.urn)
+    if load_lesson(ctx.catalog, lesson_urn) is not None:
+        logger.info("lesson %s already drafted for %s; nothing to do", lesson_urn, change.urn)
+        return
+    datasets = [urn for urn in after.entities if urn.startswith("urn:li:dataset:")]
+    source = ctx.catalog.dataset(datasets[0]) if datasets else None
+    text = IncidentText(
+        urn=change.urn,
+        title=after.title or "",
+        description=after.description or "",
+        resolution_note=after.status.message or "",
+        affected_assets=tuple(after.entities),
+    )
+    facts = IncidentFacts(
+        source=source,
+        history=ctx.history_for(source.urn) if source else None,
+        catalog=ctx.catalog,
+    )
+    lesson = draft_lesson(lesson_urn, text, facts, ctx.proposer)
+    actor = ctx.config.service_actor
+    # Workflow properties first, the term info last: a lesson is complete once its info exists,
+    # so a crash in between is finished by the redelivered event.
+    drafted: dict[str, list[str | float]] = {
+        ROOT_CAUSE_STATUS: ["PROPOSED"],
+        ROOT_CAUSE: [lesson.root_cause],
+    }
+    if lesson.control:
+        drafted[CONTROL_SPEC] = [control_yaml(lesson)]
+    ctx.catalog.set_structured_properties(lesson_urn, drafted, actor)
+    ctx.catalog.emit([lesson_term_mcp(lesson, after.title or change.urn, actor)])
+    logger.info(
+        "drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern.value, change.urn
+    )
