@@ -74,5 +74,9 @@ class Catalog(ABC):
         """Set these structured properties on ``urn`` and keep its others, atomically (what the
         UI's upsertStructuredProperties does). ``actor`` is recorded where the store can."""
 
+    @abstractmethod
+    def add_owner(self, urn: str, owner: str, ownership_type: str, actor: str) -> None:
+        """Add one owner to ``urn``, keeping the others (atomically, like a UI edit)."""
+
     def close(self) -> None:  # noqa: B027 - adapters without resources need no cleanup
         """Release connections."""

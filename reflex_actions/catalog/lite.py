@@ -16,6 +16,7 @@ import fcntl
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -25,9 +26,11 @@ from datahub.emitter.serialization_helper import post_json_transform
 from datahub.lite.sqlite_lite import SqliteLite
 from datahub.lite.sqlite_lite_config import SqliteLiteConfig
 from datahub.metadata.schema_classes import (
+    AuditStampClass,
     CorpUserStatusClass,
     DomainsClass,
     IncidentInfoClass,
+    OwnerClass,
     OwnershipClass,
     SchemaMetadataClass,
     StructuredPropertiesClass,
@@ -248,6 +251,15 @@ class LiteCatalog(Catalog):
             current = self.get_aspect(urn, StructuredPropertiesClass)
             merged = merge_structured_properties(current, values, actor)
             self._write([acting_as(actor, urn, merged)])
+
+    def add_owner(self, urn: str, owner: str, ownership_type: str, actor: str) -> None:
+        with self._write_lock():
+            current = self.get_aspect(urn, OwnershipClass) or OwnershipClass(owners=[])
+            if any(o.owner == owner and o.type == ownership_type for o in current.owners):
+                return
+            current.owners.append(OwnerClass(owner=owner, type=ownership_type))
+            current.lastModified = AuditStampClass(time=int(time.time() * 1000), actor=actor)
+            self._write([acting_as(actor, urn, current)])
 
     def reindex(self) -> None:
         """Rebuild DataHub Lite's browse index (for ``datahub lite ls``) after a bulk load."""

@@ -17,7 +17,8 @@ from datahub.ingestion.graph.client import DataHubGraph
 from datahub.ingestion.graph.config import DatahubClientConfig
 from datahub.ingestion.graph.filters import RawSearchFilterRule
 from datahub.ingestion.graph.openapi import RelationshipDirection
-from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass
+from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass, OwnerClass
+from datahub.specific.aspect_helpers.ownership import HasOwnershipPatch
 from datahub.specific.aspect_helpers.structured_properties import HasStructuredPropertiesPatch
 from requests import HTTPError
 
@@ -168,6 +169,13 @@ class ServerCatalog(Catalog):
             for mcp in patch.build():
                 self._graph.emit_mcp(mcp)
 
+    def add_owner(self, urn: str, owner: str, ownership_type: str, actor: str) -> None:
+        """A patch adding one owner; GMS keeps the others and records the token's user."""
+        patch = _OwnershipPatch(urn).add_owner(OwnerClass(owner=owner, type=ownership_type))
+        with self._talking(f"add owner {owner} to {urn}"):
+            for mcp in patch.build():
+                self._graph.emit_mcp(mcp)
+
     def close(self) -> None:
         if self._owns_graph:
             self._graph.close()
@@ -175,3 +183,7 @@ class ServerCatalog(Catalog):
 
 class _StructuredPropertiesPatch(HasStructuredPropertiesPatch):
     """A patch builder for the structuredProperties aspect of any entity type."""
+
+
+class _OwnershipPatch(HasOwnershipPatch):
+    """A patch builder for the ownership aspect of any entity type."""

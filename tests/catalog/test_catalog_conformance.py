@@ -285,3 +285,16 @@ def test_bootstrap_is_readable_and_idempotent(catalog: Catalog) -> None:
         "CONFIRMED",
         "REJECTED",
     ]
+
+
+def test_add_owner_keeps_the_others_and_is_idempotent(catalog: Catalog, estate: Estate) -> None:
+    catalog.add_owner(estate.payments, estate.carol, "TECHNICAL_OWNER", estate.carol)
+    catalog.add_owner(estate.payments, estate.carol, "TECHNICAL_OWNER", estate.carol)
+    payments = catalog.dataset(estate.payments)
+    assert payments is not None
+    assert sorted((o.owner, o.ownership_type) for o in payments.owners) == sorted(
+        [(estate.bob, "TECHNICAL_OWNER"), (estate.carol, "TECHNICAL_OWNER")]
+    )
+    assert eventually(lambda: catalog.datasets_by_owner(estate.carol), [estate.payments]) == [
+        estate.payments
+    ]

@@ -351,6 +351,17 @@ class TestWrites:
             }
         ]
 
+    def test_add_owner_is_a_patch(self, fake: FakeGmsServer, catalog: ServerCatalog) -> None:
+        catalog.add_owner(PAYMENTS, CAROL, "TECHNICAL_OWNER", CAROL)
+
+        (request,) = fake.requests_to("/aspects", "POST")
+        proposal = request.body["proposal"]
+        assert (proposal["aspectName"], proposal["changeType"]) == ("ownership", "PATCH")
+        (operation,) = json.loads(proposal["aspect"]["value"])["patch"]
+        assert operation["op"] == "add"
+        assert operation["value"]["owner"] == CAROL
+        assert operation["value"]["type"] == "TECHNICAL_OWNER"
+
     def test_emit_nothing_sends_nothing(self, fake: FakeGmsServer, catalog: ServerCatalog) -> None:
         catalog.emit([])
         assert fake.requests == []

@@ -1,0 +1,115 @@
+"""Root cause confirmed -> control compiled, similar assets found, backtested, scope proposed."""
+
+from __future__ import annotations
+
+import logging
+
+from reflex_actions.backtest import backtest
+from reflex_actions.backtest.history import History
+from reflex_actions.backtest.report import render_markdown
+from reflex_actions.controls import Control, parse_control_spec
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.lesson_store import save_lesson
+from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
+from reflex_actions.sql import Relation
+from reflex_actions.vocabulary import APPROVAL, SCOPE, display_name
+
+logger = logging.getLogger(__name__)
+
+#: How the compiled SQL is shown: the snapshot file is bound at run time.
+SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
+
+
+def propose(lesson: Lesson, ctx: HandlerContext) -> None:
+    """Write the proposal report and pre-fill the scope; the lesson then waits for approval."""
+    assert lesson.control is not None and lesson.source_dataset is not None
+    control = parse_control_spec(lesson.control)
+    resolution = resolve_similar_assets(
+        SimilarityQuery(
+            pattern=lesson.failure_pattern,
+            control=control,
+            source_urn=lesson.source_dataset,
+            lesson_urn=lesson.urn,
+            departed_users=tuple(lesson.departed_users),
+        ),
+        ctx.catalog,
+        ctx.config.similarity,
+    )
+    mappings = {c.urn: c.field_mapping for c in resolution.candidates if c.field_mapping}
+    scope = [lesson.source_dataset, *(c.urn for c in resolution.recommended)]
+    backtest_section = _backtest_section(lesson, control, resolution, mappings, ctx)
+    lesson.report = "\n".join(
+        [
+            "#### Compiled control (DuckDB SQL)",
+            "```sql",
+            control.compile(SHOWN_RELATION).sql,
+            "```",
+            "",
+            _candidates_section(resolution),
+            "",
+            backtest_section,
+        ]
+    )
+    lesson.field_mappings = mappings
+    lesson.state = LessonState.PENDING_APPROVAL
+    actor = ctx.config.service_actor
+    save_lesson(ctx.catalog, lesson, actor)
+    ctx.catalog.set_structured_properties(
+        lesson.urn, {APPROVAL: ["PENDING"], SCOPE: list(dict.fromkeys(scope))}, actor
+    )
+    logger.info(
+        "lesson %s: %d recommended of %d candidates; approval PENDING",
+        lesson.urn,
+        len(resolution.recommended),
+        len(resolution.candidates),
+    )
+
+
+def _candidates_section(resolution: Resolution) -> str:
+    lines = [
+        f"#### Similar assets (recommended at score ≥ {resolution.threshold})",
+        "",
+        "| dataset | score | recommended | why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for c in resolution.candidates:
+        why = c.explanation.replace("|", "\\|")
+        lines.append(f"| {c.name} | {c.score:.2f} | {'yes' if c.recommended else 'no'} | {why} |")
+    if resolution.excluded:
+        lines += ["", "Ruled out:"]
+        lines += [f"- {e.name}: {e.reason}" for e in resolution.excluded]
+    return "\n".join(lines)
+
+
+def _backtest_section(
+    lesson: Lesson,
+    control: Control,
+    resolution: Resolution,
+    mappings: dict[str, dict[str, str]],
+    ctx: HandlerContext,
+) -> str:
+    """Backtest on the source and every scored candidate that has a history."""
+    histories: list[History] = []
+    controls: dict[str, Control] = {}
+    for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]:
+        history = ctx.history_for(urn)
+        if history is None:
+            continue
+        histories.append(history)
+        if urn in mappings:
+            controls[history.dataset] = control.with_dataset_fields(mappings[urn])
+    if not histories:
+        return "#### Backtest\n\nNo candidate has a snapshot history to backtest on."
+    report = backtest(
+        control,
+        histories,
+        sample_size=ctx.config.backtest.sample_size,
+        memory_limit=ctx.config.backtest.memory_limit,
+        controls_by_dataset=controls,
+    )
+    missing = [
+        display_name(c.urn) for c in resolution.recommended if ctx.history_for(c.urn) is None
+    ]
+    note = f"\n\nNo history for: {', '.join(missing)}." if missing else ""
+    return render_markdown(report) + note
