@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 from pydantic import BaseModel
 
 from reflex_actions.controls import Control
 from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.sql import Relation
 
 DEFAULT_SAMPLE_SIZE = 5
 
@@ -44,21 +46,62 @@ def run_control(
     con = connection or duckdb.connect()
     try:
         snapshot.check_columns(con, control.required_columns())
-        query = control.compile(snapshot.relation(), sample_size=sample_size)
-        try:
-            rows_scanned, violation_count, sample = con.execute(query.sql, query.params).fetchone()
-        except duckdb.Error as error:
-            raise SnapshotUnreadableError(
-                f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
-            ) from None
+        return _evaluate(
+            con,
+            control,
+            snapshot.relation(),
+            str(snapshot.path),
+            snapshot.snapshot_id,
+            sample_size,
+            started,
+        )
     finally:
         if connection is None:
             con.close()
+
+
+def run_control_on_rows(
+    control: Control,
+    rows: list[dict[str, Any]],
+    snapshot_id: str,
+    *,
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+) -> ControlResult:
+    """Evaluate ``control`` on rows built in memory (e.g. a dataset's ownership edges now)."""
+    started = time.perf_counter()
+    columns = control.required_columns()
+    table = pa.table(
+        {name: pa.array([row.get(name) for row in rows], pa.string()) for name in columns}
+    )
+    with duckdb.connect() as con:
+        con.register("reflex_rows", table)
+        relation = Relation(sql="SELECT * FROM reflex_rows")
+        return _evaluate(
+            con, control, relation, f"<{snapshot_id}>", snapshot_id, sample_size, started
+        )
+
+
+def _evaluate(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    relation: Relation,
+    snapshot: str,
+    snapshot_id: str,
+    sample_size: int,
+    started: float,
+) -> ControlResult:
+    query = control.compile(relation, sample_size=sample_size)
+    try:
+        rows_scanned, violation_count, sample = con.execute(query.sql, query.params).fetchone()
+    except duckdb.Error as error:
+        raise SnapshotUnreadableError(
+            f"cannot evaluate snapshot {snapshot}: {first_line(error)}"
+        ) from None
     return ControlResult(
         control_type=control.type,
         control=control.describe(),
-        snapshot=str(snapshot.path),
-        snapshot_id=snapshot.snapshot_id,
+        snapshot=snapshot,
+        snapshot_id=snapshot_id,
         passed=violation_count <= control.allowed_violations(),
         violation_count=violation_count,
         allowed_violations=control.allowed_violations(),

@@ -144,6 +144,8 @@ class LiteCatalog(Catalog):
         return aspect if isinstance(aspect, aspect_class) else None
 
     def dataset(self, urn: str) -> DatasetContext | None:
+        if not urn.startswith("urn:li:dataset:"):
+            return None
         aspects = self._aspects(urn, list(DATASET_ASPECTS))
         if not aspects:
             return None
@@ -196,7 +198,8 @@ class LiteCatalog(Catalog):
         names = list(INDEXED_ASPECTS)
         changed = self._db.execute(
             "SELECT urn, aspect_name, max(rowid) FROM metadata_aspect_v2 "
-            f"WHERE rowid > ? AND version > 0 AND aspect_name IN ({','.join('?' * len(names))}) "
+            "WHERE rowid > ? AND version > 0 AND urn LIKE 'urn:li:dataset:%' "
+            f"AND aspect_name IN ({','.join('?' * len(names))}) "
             "GROUP BY urn, aspect_name",
             [last_rowid, *names],
         ).fetchall()

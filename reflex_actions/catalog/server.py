@@ -88,6 +88,8 @@ class ServerCatalog(Catalog):
             return self._graph.get_aspect(urn, aspect_class)
 
     def dataset(self, urn: str) -> DatasetContext | None:
+        if not urn.startswith("urn:li:dataset:"):
+            return None
         with self._talking(f"read dataset {urn}"):
             try:
                 found = self._graph.get_entity_semityped(urn, aspects=list(DATASET_ASPECTS))

@@ -80,3 +80,24 @@ def set_property_command(
     urn = property_name if property_name.startswith("urn:li:") else property_urn(property_name)
     catalog.set_structured_properties(entity_urn, {urn: list(values)}, _user(actor))
     click.echo(f"{urn} = {list(values)} on {entity_urn} by {_user(actor)}")
+
+
+@click.command("demo")
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reflex-demo"),
+    show_default=True,
+    help="Working folder (store, snapshots); created if needed.",
+)
+def demo_command(workdir: Path) -> None:
+    """Run the whole loop, both scenarios, on the embedded store; exit 0 if both close."""
+    import shutil
+    import sys
+
+    from reflex_actions.demo.run import run_demo
+
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    sys.exit(0 if run_demo(workdir, click.echo) else 1)

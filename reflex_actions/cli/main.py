@@ -16,6 +16,7 @@ COMMANDS = {
     "init": "reflex_actions.cli.catalog:init_command",
     "load": "reflex_actions.cli.catalog:load_command",
     "steward": "reflex_actions.cli.catalog:steward",
+    "demo": "reflex_actions.cli.catalog:demo_command",
 }
 
 

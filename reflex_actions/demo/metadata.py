@@ -197,6 +197,11 @@ INCIDENTS = (
 )
 
 DOMAINS = {"finance": "Finance", "marketing": "Marketing", "hr": "HR", "logistics": "Logistics"}
+#: who answers for each domain: where a replacement owner is looked for first
+DOMAIN_OWNERS = {
+    "finance": (("carol", "TECHNICAL_OWNER"), ("alice", "DATA_STEWARD")),
+    "marketing": (("maria", "TECHNICAL_OWNER"),),
+}
 
 
 def estate_mcps(as_of: date = LANDING_DAY) -> list[MetadataChangeProposalWrapper]:
@@ -206,6 +211,16 @@ def estate_mcps(as_of: date = LANDING_DAY) -> list[MetadataChangeProposalWrapper
             entityUrn=make_domain_urn(domain), aspect=DomainPropertiesClass(name=name)
         )
         for domain, name in DOMAINS.items()
+    ]
+    mcps += [
+        MetadataChangeProposalWrapper(
+            entityUrn=make_domain_urn(domain),
+            aspect=OwnershipClass(
+                owners=[OwnerClass(owner=USERS[u].urn, type=t) for u, t in owners],
+                lastModified=_stamp(ESTATE_CREATED),
+            ),
+        )
+        for domain, owners in DOMAIN_OWNERS.items()
     ]
     for dataset in DATASETS.values():
         mcps += _dataset_mcps(dataset, as_of)

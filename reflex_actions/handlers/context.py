@@ -46,6 +46,17 @@ class HandlerContext:
             logger.warning("ignoring the history of %s: %s", dataset_urn, error)
             return None
 
+    def ownership_history(self) -> History | None:
+        """The estate's ownership snapshots, if configured and present."""
+        root, folder = self.config.histories.root, self.config.histories.ownership
+        if root is None or folder is None or not (root / folder).is_dir():
+            return None
+        try:
+            return load_history(root / folder, dataset="ownership (all datasets)")
+        except HistoryError as error:
+            logger.warning("ignoring the ownership history: %s", error)
+            return None
+
     def refusal(self, actor: str | None, lesson_urn: str) -> str | None:
         """Why ``actor`` may not pass a human gate of this lesson, or None when they may.
 

@@ -83,6 +83,15 @@ def render_definition(lesson: Lesson, title: str) -> str:
         lines += ["", "No control proposed: set `reflex.controlSpec` to propose one."]
     if lesson.report:
         lines += ["", lesson.report.rstrip()]
+    if lesson.published_scope:
+        lines += ["", "#### Published on"]
+        lines += [f"- {display_name(urn)}" for urn in lesson.published_scope]
+    if lesson.recurrences:
+        lines += ["", "#### Recurrences caught"]
+        lines += [
+            f"- `{r['incident']}` on {display_name(r['dataset'])} (snapshot {r['snapshot']})"
+            for r in lesson.recurrences
+        ]
     if lesson.decisions:
         lines += ["", "#### Decisions"]
         lines += [

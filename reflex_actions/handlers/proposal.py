@@ -89,16 +89,20 @@ def _backtest_section(
     mappings: dict[str, dict[str, str]],
     ctx: HandlerContext,
 ) -> str:
-    """Backtest on the source and every scored candidate that has a history."""
+    """Backtest on the source and every scored candidate that has a history; an ownership
+    control on the estate's ownership snapshots."""
     histories: list[History] = []
     controls: dict[str, Control] = {}
-    for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]:
-        history = ctx.history_for(urn)
-        if history is None:
-            continue
-        histories.append(history)
-        if urn in mappings:
-            controls[history.dataset] = control.with_dataset_fields(mappings[urn])
+    if control.runs_on_landed_data:
+        for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]:
+            history = ctx.history_for(urn)
+            if history is None:
+                continue
+            histories.append(history)
+            if urn in mappings:
+                controls[history.dataset] = control.with_dataset_fields(mappings[urn])
+    elif (ownership := ctx.ownership_history()) is not None:
+        histories.append(ownership)
     if not histories:
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on."
     report = backtest(
@@ -109,7 +113,9 @@ def _backtest_section(
         controls_by_dataset=controls,
     )
     missing = [
-        display_name(c.urn) for c in resolution.recommended if ctx.history_for(c.urn) is None
+        display_name(c.urn)
+        for c in resolution.recommended
+        if control.runs_on_landed_data and ctx.history_for(c.urn) is None
     ]
     note = f"\n\nNo history for: {', '.join(missing)}." if missing else ""
     return render_markdown(report) + note

@@ -97,3 +97,7 @@ class Lesson(BaseModel):
     field_mappings: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: datasets the control was published on
     published_scope: list[str] = Field(default_factory=list)
+    #: incidents B this lesson's controls raised: {incident, dataset, snapshot, at}
+    recurrences: list[dict[str, Any]] = Field(default_factory=list)
+    #: dataset urn -> the owner change waiting for approval: {owner, type, reason, incident}
+    ownership_proposals: dict[str, dict[str, str]] = Field(default_factory=dict)

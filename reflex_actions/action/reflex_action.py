@@ -1,0 +1,81 @@
+"""The `reflex` action: a thin router from MetadataChangeLog events to Reflex's handlers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from datahub_actions.action.action import Action
+from datahub_actions.event.event_envelope import EventEnvelope
+from datahub_actions.event.event_registry import METADATA_CHANGE_LOG_EVENT_V1_TYPE
+from datahub_actions.pipeline.pipeline_context import PipelineContext
+
+from reflex_actions.action.config import ReflexConfig
+from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.errors import ReflexError
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
+from reflex_actions.handlers.incident_resolved import on_incident_change
+from reflex_actions.handlers.ownership import on_user_status
+from reflex_actions.handlers.run_controls import on_operation
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[AspectChange, HandlerContext], None]
+
+#: (entityType, aspectName) -> handler (DESIGN.md §3). Anything else is dropped unread.
+ROUTES: dict[tuple[str, str], Handler] = {
+    ("incident", "incidentInfo"): on_incident_change,
+    ("glossaryTerm", "structuredProperties"): on_lesson_properties,
+    ("dataset", "operation"): on_operation,
+    ("corpuser", "corpUserStatus"): on_user_status,
+    ("dataset", "structuredProperties"): on_dataset_properties,
+}
+
+
+def open_catalog(config: ReflexConfig, ctx: PipelineContext) -> Catalog:
+    if config.store is not None:
+        from reflex_actions.catalog.lite import LiteCatalog
+
+        return LiteCatalog(config.store)
+    if ctx.graph is None:
+        raise CatalogError(
+            "no catalog: set `store` (embedded DataHub Lite) or a `datahub:` block in the pipeline"
+        )
+    from reflex_actions.catalog.server import ServerCatalog
+
+    return ServerCatalog(ctx.graph.graph)
+
+
+class ReflexAction(Action):
+    def __init__(self, config: ReflexConfig, catalog: Catalog) -> None:
+        self.context = HandlerContext(catalog=catalog, config=config)
+
+    @classmethod
+    def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
+        config = ReflexConfig.model_validate(config_dict or {})
+        return cls(config, open_catalog(config, ctx))
+
+    def act(self, event: EventEnvelope) -> None:
+        if event.event_type is not METADATA_CHANGE_LOG_EVENT_V1_TYPE:
+            return
+        mcl = event.event
+        handler = ROUTES.get((mcl.entityType, mcl.aspectName))  # type: ignore[attr-defined]
+        if handler is None:
+            return
+        try:
+            handler(AspectChange.from_mcl(mcl), self.context)  # type: ignore[arg-type]
+        except CatalogError:
+            raise  # the store is unreachable or broken: let the pipeline retry or dead-letter
+        except ReflexError as error:
+            logger.error(
+                "skipped %s %s of %s: %s",
+                mcl.entityType,  # type: ignore[attr-defined]
+                mcl.aspectName,  # type: ignore[attr-defined]
+                mcl.entityUrn,  # type: ignore[attr-defined]
+                error,
+            )
+
+    def close(self) -> None:
+        self.context.catalog.close()

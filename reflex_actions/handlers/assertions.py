@@ -1,0 +1,162 @@
+"""The DataHub side of a published control: its assertion, run events and recurrence incidents.
+
+Urns are derived from their inputs so that redelivered events rewrite the same entities:
+an assertion from (lesson, dataset), incident B from (assertion, snapshot id).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from datahub.emitter.mce_builder import make_schema_field_urn
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.metadata.schema_classes import (
+    AssertionInfoClass,
+    AssertionResultClass,
+    AssertionResultErrorClass,
+    AssertionResultErrorTypeClass,
+    AssertionResultTypeClass,
+    AssertionRunEventClass,
+    AssertionRunStatusClass,
+    AssertionSourceClass,
+    AssertionSourceTypeClass,
+    AssertionTypeClass,
+    AuditStampClass,
+    CustomAssertionInfoClass,
+    IncidentInfoClass,
+    IncidentSourceClass,
+    IncidentSourceTypeClass,
+    IncidentStateClass,
+    IncidentStatusClass,
+    IncidentTypeClass,
+)
+
+from reflex_actions.catalog.steward import acting_as
+from reflex_actions.controls import Control, dump_control_yaml
+from reflex_actions.executor import ControlResult
+from reflex_actions.lessons.model import Lesson
+from reflex_actions.sql import Relation
+from reflex_actions.vocabulary import display_name
+
+CONTROL_PROPERTY = "reflex.control"
+SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:24]
+
+
+def assertion_urn(lesson_urn: str, dataset_urn: str) -> str:
+    return f"urn:li:assertion:reflex-{_digest(lesson_urn, dataset_urn)}"
+
+
+def recurrence_incident_urn(assertion: str, snapshot_id: str) -> str:
+    return f"urn:li:incident:reflex-{_digest(assertion, snapshot_id)}"
+
+
+def assertion_mcp(
+    lesson: Lesson, dataset_urn: str, control: Control, actor: str
+) -> MetadataChangeProposalWrapper:
+    """The control on one dataset as an external custom assertion (its Quality tab in OSS)."""
+    fields = control.dataset_fields()
+    info = AssertionInfoClass(
+        type=AssertionTypeClass.CUSTOM,
+        customAssertion=CustomAssertionInfoClass(
+            type=f"Reflex {control.type}",
+            entity=dataset_urn,
+            field=make_schema_field_urn(dataset_urn, fields[0]) if len(fields) == 1 else None,
+            logic=control.compile(SHOWN_RELATION).sql,
+        ),
+        source=AssertionSourceClass(type=AssertionSourceTypeClass.EXTERNAL),
+        description=f"{control.describe()} (Reflex lesson from {lesson.incident})",
+        customProperties={
+            "reflex.lesson": lesson.urn,
+            "reflex.incident": lesson.incident,
+            CONTROL_PROPERTY: dump_control_yaml(control),
+        },
+    )
+    return acting_as(actor, assertion_urn(lesson.urn, dataset_urn), info)
+
+
+def run_event_mcp(
+    assertion: str,
+    dataset_urn: str,
+    timestamp_ms: int,
+    run_id: str,
+    result: ControlResult | None,
+    error: str | None,
+    actor: str,
+) -> MetadataChangeProposalWrapper:
+    """One execution of the control: SUCCESS, FAILURE, or ERROR when it could not run."""
+    if result is None:
+        outcome = AssertionResultClass(
+            type=AssertionResultTypeClass.ERROR,
+            error=AssertionResultErrorClass(
+                type=AssertionResultErrorTypeClass.SOURCE_QUERY_FAILED,
+                properties={"message": (error or "unknown error")[:2000]},
+            ),
+        )
+    else:
+        outcome = AssertionResultClass(
+            type=AssertionResultTypeClass.SUCCESS
+            if result.passed
+            else AssertionResultTypeClass.FAILURE,
+            rowCount=result.rows_scanned,
+            unexpectedCount=result.violation_count,
+            actualAggValue=float(result.violation_count),
+            nativeResults={
+                "snapshot": result.snapshot,
+                "violation_count": str(result.violation_count),
+                "allowed_violations": str(result.allowed_violations),
+                "sample": json.dumps(result.sample, default=str)[:2000],
+                "elapsed_ms": str(result.elapsed_ms),
+            },
+        )
+    event = AssertionRunEventClass(
+        timestampMillis=timestamp_ms,
+        runId=run_id,
+        asserteeUrn=dataset_urn,
+        assertionUrn=assertion,
+        status=AssertionRunStatusClass.COMPLETE,
+        result=outcome,
+    )
+    return acting_as(actor, assertion, event)
+
+
+def recurrence_incident_mcp(
+    lesson: Lesson,
+    lesson_title: str,
+    assertion: str,
+    dataset_urn: str,
+    snapshot_id: str,
+    result: ControlResult,
+    timestamp_ms: int,
+    actor: str,
+    extra: str = "",
+) -> MetadataChangeProposalWrapper:
+    """Incident B: the lesson's control caught the failure again, on this dataset."""
+    sample = "\n".join(f"- {json.dumps(row, default=str)}" for row in result.sample)
+    description = (
+        f"Reflex control '{result.control}' failed on {display_name(dataset_urn)} for snapshot "
+        f"{snapshot_id} ({result.snapshot}): {result.violation_count} violation(s) in "
+        f"{result.rows_scanned} row(s), {result.allowed_violations} allowed.\n\n"
+        f"This is a recurrence of lesson '{lesson_title}' ({lesson.urn}), learned from incident "
+        f"{lesson.incident}.\n\nWorst offenders:\n{sample or '- (none sampled)'}"
+        + (f"\n\n{extra}" if extra else "")
+    )
+    stamp = AuditStampClass(time=timestamp_ms, actor=actor)
+    info = IncidentInfoClass(
+        type=IncidentTypeClass.CUSTOM,
+        customType="REFLEX_RECURRENCE",
+        title=f"Recurrence on {display_name(dataset_urn)}: {lesson_title}"[:300],
+        description=description,
+        entities=[dataset_urn],
+        status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
+        source=IncidentSourceClass(
+            type=IncidentSourceTypeClass.ASSERTION_FAILURE, sourceUrn=assertion
+        ),
+        startedAt=timestamp_ms,
+        created=stamp,
+    )
+    return acting_as(actor, recurrence_incident_urn(assertion, snapshot_id), info)

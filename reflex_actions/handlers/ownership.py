@@ -1,0 +1,212 @@
+"""An owner left: check the ownership controls of the datasets they owned, propose a new owner,
+and apply it only once a steward approves (on the dataset's structured properties)."""
+
+from __future__ import annotations
+
+import logging
+
+from datahub.metadata.schema_classes import (
+    AssertionInfoClass,
+    CorpUserStatusClass,
+    GroupMembershipClass,
+    IncidentInfoClass,
+    OwnershipClass,
+)
+
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.catalog.steward import resolve_incident
+from reflex_actions.controls import parse_control_yaml
+from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwnershipControl
+from reflex_actions.executor import run_control_on_rows
+from reflex_actions.handlers.assertions import (
+    CONTROL_PROPERTY,
+    assertion_urn,
+    recurrence_incident_mcp,
+    recurrence_incident_urn,
+    run_event_mcp,
+)
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.lesson_store import as_text, save_lesson, term_property
+from reflex_actions.handlers.publish import lesson_title
+from reflex_actions.handlers.run_controls import published_lessons
+from reflex_actions.lessons.model import Lesson
+from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
+
+logger = logging.getLogger(__name__)
+
+SUSPENDED = "SUSPENDED"
+
+
+def _status(owner: str, ctx: HandlerContext) -> str | None:
+    """Groups do not leave: a corpGroup owner counts as active."""
+    if owner.startswith("urn:li:corpGroup:"):
+        return ACTIVE_STATUS
+    return ctx.catalog.user_status(owner)
+
+
+def ownership_edges(
+    dataset: DatasetContext, control: ActiveOwnershipControl, ctx: HandlerContext
+) -> list[dict[str, str | None]]:
+    """The dataset's ownership now, in the control's ownership-snapshot shape."""
+    c = control.columns
+    edges = [
+        {
+            c.dataset: dataset.urn,
+            c.owner: o.owner,
+            c.ownership_type: o.ownership_type,
+            c.owner_status: _status(o.owner, ctx),
+        }
+        for o in dataset.owners
+    ]
+    return edges or [
+        {c.dataset: dataset.urn, c.owner: None, c.ownership_type: None, c.owner_status: None}
+    ]
+
+
+def propose_owner(
+    dataset: DatasetContext, departed: str, control: ActiveOwnershipControl, ctx: HandlerContext
+) -> tuple[str, str] | None:
+    """A replacement owner and the reason: an active owner of the dataset's domain, else the
+    departed user's team, else another active owner of the dataset itself."""
+    wanted = set(control.owner_types or [])
+    if dataset.domain:
+        domain_owners = ctx.catalog.get_aspect(dataset.domain, OwnershipClass)
+        ranked = sorted(
+            (o for o in (domain_owners.owners if domain_owners else []) if o.owner != departed),
+            key=lambda o: str(o.type) not in wanted,
+        )
+        for owner in ranked:
+            if _status(owner.owner, ctx) == ACTIVE_STATUS:
+                return (
+                    owner.owner,
+                    f"{display_name(owner.owner)} is an active {owner.type} "
+                    f"of domain {display_name(dataset.domain)}",
+                )
+    membership = ctx.catalog.get_aspect(departed, GroupMembershipClass)
+    if membership and membership.groups:
+        group = membership.groups[0]
+        return group, f"{display_name(group)} is the team {display_name(departed)} belonged to"
+    for owner in dataset.owners:
+        if owner.owner != departed and _status(owner.owner, ctx) == ACTIVE_STATUS:
+            return (
+                owner.owner,
+                f"{display_name(owner.owner)} already owns it as {owner.ownership_type}",
+            )
+    return None
+
+
+def on_user_status(change: AspectChange, ctx: HandlerContext) -> None:
+    after = change.typed(CorpUserStatusClass)
+    before = change.typed(CorpUserStatusClass, previous=True)
+    if after is None or after.status != SUSPENDED or (before and before.status == SUSPENDED):
+        return
+    for dataset_urn in ctx.catalog.datasets_by_owner(change.urn):
+        for lesson in published_lessons(dataset_urn, ctx):
+            _check_dataset(lesson, dataset_urn, change, ctx)
+
+
+def _check_dataset(
+    lesson: Lesson, dataset_urn: str, change: AspectChange, ctx: HandlerContext
+) -> None:
+    assertion = assertion_urn(lesson.urn, dataset_urn)
+    info = ctx.catalog.get_aspect(assertion, AssertionInfoClass)
+    dataset = ctx.catalog.dataset(dataset_urn)
+    if info is None or dataset is None or CONTROL_PROPERTY not in (info.customProperties or {}):
+        return
+    control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
+    if not isinstance(control, ActiveOwnershipControl):
+        return
+    snapshot_id = f"{display_name(change.urn)}-suspended-{change.time_ms}"
+    result = run_control_on_rows(control, ownership_edges(dataset, control, ctx), snapshot_id)
+    actor = ctx.config.service_actor
+    ctx.catalog.emit(
+        [run_event_mcp(assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor)]
+    )
+    incident = recurrence_incident_urn(assertion, snapshot_id)
+    if result.passed or ctx.catalog.get_aspect(incident, IncidentInfoClass) is not None:
+        return
+    proposal = propose_owner(dataset, change.urn, control, ctx)
+    note = f"{display_name(change.urn)} was suspended."
+    if proposal:
+        note += (
+            f" Proposed replacement owner: {proposal[0]} ({proposal[1]}); it is applied only "
+            "once a steward sets reflex.ownershipChangeApproval to APPROVED."
+        )
+    ctx.catalog.emit(
+        [
+            recurrence_incident_mcp(
+                lesson,
+                lesson_title(lesson, ctx),
+                assertion,
+                dataset_urn,
+                snapshot_id,
+                result,
+                change.time_ms,
+                actor,
+                note,
+            )
+        ]
+    )
+    if proposal:
+        ctx.catalog.set_structured_properties(
+            dataset_urn,
+            {PROPOSED_OWNER: [proposal[0]], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
+            actor,
+        )
+        lesson.ownership_proposals[dataset_urn] = {
+            "owner": proposal[0],
+            "type": (control.owner_types or ["TECHNICAL_OWNER"])[0],
+            "reason": proposal[1],
+            "incident": incident,
+        }
+    lesson.recurrences.append(
+        {
+            "incident": incident,
+            "dataset": dataset_urn,
+            "snapshot": snapshot_id,
+            "at": change.time_ms,
+        }
+    )
+    save_lesson(ctx.catalog, lesson, actor)
+    logger.info("incident %s: %s orphaned by %s", incident, dataset.name, change.urn)
+
+
+def pending_ownership_lesson(dataset_urn: str, ctx: HandlerContext) -> Lesson | None:
+    return next(
+        (x for x in published_lessons(dataset_urn, ctx) if dataset_urn in x.ownership_proposals),
+        None,
+    )
+
+
+def on_ownership_decision(
+    lesson: Lesson, change: AspectChange, ctx: HandlerContext, approved: bool
+) -> None:
+    """Apply (or drop) the pending owner proposal; the steward may have edited the owner."""
+    proposal = lesson.ownership_proposals.pop(change.urn)
+    actor = ctx.config.service_actor
+    owner = as_text(term_property(ctx.catalog, change.urn, PROPOSED_OWNER)) or proposal["owner"]
+    if approved:
+        ctx.catalog.add_owner(change.urn, owner, proposal["type"], actor)
+        detail = (
+            f"{owner} added as {proposal['type']} of {display_name(change.urn)} "
+            f"({proposal['reason']})"
+        )
+        resolve_incident(
+            ctx.catalog,
+            proposal["incident"],
+            f"Ownership change approved by {change.actor}: {detail}.",
+            actor,
+        )
+    else:
+        detail = f"proposed owner {owner} for {display_name(change.urn)} rejected"
+    lesson.decisions.append(
+        {
+            "decision": "ownership change " + ("approved" if approved else "rejected"),
+            "actor": change.actor,
+            "at": change.time_ms,
+            "detail": detail,
+        }
+    )
+    save_lesson(ctx.catalog, lesson, actor)
+    logger.info("lesson %s: %s", lesson.urn, detail)

@@ -1,0 +1,151 @@
+"""New data landed on a covered dataset: run its controls; a failure raises incident B."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from datahub.metadata.schema_classes import AssertionInfoClass, IncidentInfoClass, OperationClass
+
+from reflex_actions.controls import parse_control_yaml
+from reflex_actions.errors import ReflexError
+from reflex_actions.executor import run_control
+from reflex_actions.handlers.assertions import (
+    CONTROL_PROPERTY,
+    assertion_urn,
+    recurrence_incident_mcp,
+    recurrence_incident_urn,
+    run_event_mcp,
+)
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, term_property
+from reflex_actions.handlers.publish import lesson_title
+from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.vocabulary import COVERAGE
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PARTITION = "FULL_TABLE_SNAPSHOT"
+
+
+class SnapshotRefused(ReflexError):
+    """The landed snapshot cannot be located, or lies outside the allowed roots."""
+
+
+def published_lessons(dataset_urn: str, ctx: HandlerContext) -> list[Lesson]:
+    """The published lessons whose controls cover this dataset."""
+    lessons = []
+    for urn in term_property(ctx.catalog, dataset_urn, COVERAGE):
+        lesson = load_lesson(ctx.catalog, str(urn))
+        if (
+            lesson
+            and lesson.state is LessonState.PUBLISHED
+            and dataset_urn in lesson.published_scope
+        ):
+            lessons.append(lesson)
+    return lessons
+
+
+def locate_snapshot(
+    operation: OperationClass, dataset_name: str, platform: str, ctx: HandlerContext
+) -> tuple[Path, str]:
+    """The landed snapshot's path and id, restricted to the configured allowed roots."""
+    landing = ctx.config.landing
+    properties = operation.customProperties or {}
+    partition = operation.partitionSpec.partition if operation.partitionSpec else DEFAULT_PARTITION
+    snapshot_id = properties.get("snapshot_id") or (
+        partition if partition != DEFAULT_PARTITION else ""
+    )
+    if properties.get("snapshot"):
+        path = Path(properties["snapshot"])
+    elif landing.locator and snapshot_id:
+        path = Path(
+            landing.locator.format(name=dataset_name, platform=platform, snapshot_id=snapshot_id)
+        )
+    else:
+        raise SnapshotRefused(
+            "the operation names no snapshot (customProperties.snapshot or snapshot_id) "
+            "and no landing locator is configured"
+        )
+    resolved = path.resolve()
+    if not any(resolved.is_relative_to(root.resolve()) for root in landing.allowed_roots):
+        raise SnapshotRefused(f"snapshot {path} is outside the allowed roots")
+    return resolved, snapshot_id or resolved.stem
+
+
+def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
+    lessons = published_lessons(change.urn, ctx)
+    if not lessons:
+        return
+    operation = change.typed(OperationClass)
+    dataset = ctx.catalog.dataset(change.urn)
+    if operation is None or dataset is None:
+        return
+    actor = ctx.config.service_actor
+    path: Path | None = None
+    refused: str | None = None
+    try:
+        path, snapshot_id = locate_snapshot(operation, dataset.name, dataset.platform, ctx)
+    except SnapshotRefused as refusal:
+        logger.warning("not running controls on %s: %s", change.urn, refusal)
+        snapshot_id, refused = f"refused-{operation.timestampMillis}", str(refusal)
+    for lesson in lessons:
+        assertion = assertion_urn(lesson.urn, change.urn)
+        info = ctx.catalog.get_aspect(assertion, AssertionInfoClass)
+        if info is None or CONTROL_PROPERTY not in (info.customProperties or {}):
+            logger.warning(
+                "lesson %s covers %s but its assertion is missing", lesson.urn, change.urn
+            )
+            continue
+        control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
+        if not control.runs_on_landed_data:
+            continue
+        result, error = None, refused
+        if path is not None:
+            try:
+                result = run_control(control, path)
+            except ReflexError as failure:  # corrupt or drifted snapshot: an ERROR run, no incident
+                error = str(failure)
+        ctx.catalog.emit(
+            [
+                run_event_mcp(
+                    assertion,
+                    change.urn,
+                    operation.timestampMillis,
+                    snapshot_id,
+                    result,
+                    error,
+                    actor,
+                )
+            ]
+        )
+        if result is None or result.passed:
+            continue
+        incident = recurrence_incident_urn(assertion, snapshot_id)
+        if ctx.catalog.get_aspect(incident, IncidentInfoClass) is not None:
+            continue  # already raised for this snapshot
+        ctx.catalog.emit(
+            [
+                recurrence_incident_mcp(
+                    lesson,
+                    lesson_title(lesson, ctx),
+                    assertion,
+                    change.urn,
+                    snapshot_id,
+                    result,
+                    operation.timestampMillis,
+                    actor,
+                )
+            ]
+        )
+        lesson.recurrences.append(
+            {
+                "incident": incident,
+                "dataset": change.urn,
+                "snapshot": snapshot_id,
+                "at": operation.timestampMillis,
+            }
+        )
+        save_lesson(ctx.catalog, lesson, actor)
+        logger.info("incident %s raised on %s (lesson %s)", incident, change.urn, lesson.urn)
