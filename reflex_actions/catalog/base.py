@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.metadata.schema_classes import _Aspect
+from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass, _Aspect
 
 from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.catalog.translate import incident_context
 from reflex_actions.errors import ReflexError
 
 AspectT = TypeVar("AspectT", bound=_Aspect)
@@ -36,12 +37,14 @@ class Catalog(ABC):
     def dataset(self, urn: str) -> DatasetContext | None:
         """Schema, domain, platform, owners, tags, terms, properties and one-hop lineage."""
 
-    @abstractmethod
-    def incident(self, urn: str) -> IncidentContext | None: ...
+    def incident(self, urn: str) -> IncidentContext | None:
+        info = self.get_aspect(urn, IncidentInfoClass)
+        return incident_context(urn, info) if info else None
 
-    @abstractmethod
     def user_status(self, urn: str) -> str | None:
         """``corpUserStatus.status`` (e.g. ACTIVE, SUSPENDED), or None when unknown."""
+        status = self.get_aspect(urn, CorpUserStatusClass)
+        return status.status if status else None
 
     @abstractmethod
     def downstreams(self, urn: str) -> list[str]:

@@ -27,9 +27,7 @@ from datahub.lite.sqlite_lite import SqliteLite
 from datahub.lite.sqlite_lite_config import SqliteLiteConfig
 from datahub.metadata.schema_classes import (
     AuditStampClass,
-    CorpUserStatusClass,
     DomainsClass,
-    IncidentInfoClass,
     OwnerClass,
     OwnershipClass,
     SchemaMetadataClass,
@@ -40,12 +38,11 @@ from datahub.metadata.schema_classes import (
 from datahub.utilities.urns.dataset_urn import DatasetUrn
 
 from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
-from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import acting_as, merge_structured_properties
 from reflex_actions.catalog.translate import (
     DATASET_ASPECTS,
     dataset_context,
-    incident_context,
     simple_field_path,
 )
 
@@ -150,14 +147,6 @@ class LiteCatalog(Catalog):
         if not aspects:
             return None
         return dataset_context(urn, aspects, self.downstreams(urn))
-
-    def incident(self, urn: str) -> IncidentContext | None:
-        info = self.get_aspect(urn, IncidentInfoClass)
-        return incident_context(urn, info) if info else None
-
-    def user_status(self, urn: str) -> str | None:
-        status = self.get_aspect(urn, CorpUserStatusClass)
-        return status.status if status else None
 
     def _lookup(self, kind: str, value: str) -> list[str]:
         self._refresh_index()

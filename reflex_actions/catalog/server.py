@@ -17,14 +17,14 @@ from datahub.ingestion.graph.client import DataHubGraph
 from datahub.ingestion.graph.config import DatahubClientConfig
 from datahub.ingestion.graph.filters import RawSearchFilterRule
 from datahub.ingestion.graph.openapi import RelationshipDirection
-from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass, OwnerClass
+from datahub.metadata.schema_classes import OwnerClass
 from datahub.specific.aspect_helpers.ownership import HasOwnershipPatch
 from datahub.specific.aspect_helpers.structured_properties import HasStructuredPropertiesPatch
 from requests import HTTPError
 
 from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
-from reflex_actions.catalog.models import DatasetContext, IncidentContext
-from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context, incident_context
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context
 
 #: The graph edge ``upstreamLineage`` draws from a dataset to each of its upstreams.
 DOWNSTREAM_OF = "DownstreamOf"
@@ -102,14 +102,6 @@ class ServerCatalog(Catalog):
         if not aspects:
             return None
         return dataset_context(urn, aspects, self.downstreams(urn))  # type: ignore[arg-type]
-
-    def incident(self, urn: str) -> IncidentContext | None:
-        info = self.get_aspect(urn, IncidentInfoClass)
-        return incident_context(urn, info) if info else None
-
-    def user_status(self, urn: str) -> str | None:
-        status = self.get_aspect(urn, CorpUserStatusClass)
-        return status.status if status else None
 
     def downstreams(self, urn: str) -> list[str]:
         with self._talking(f"read the downstreams of {urn}"):

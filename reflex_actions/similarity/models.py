@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
 from reflex_actions.patterns import FailurePattern
+from reflex_actions.vocabulary import display_name
 
 
 class CatalogReader(Protocol):
@@ -40,6 +41,18 @@ class Signal(BaseModel):
     name: str
     contribution: float
     reason: str
+
+
+class Excluded(Exception):
+    """The candidate is ruled out; the message says why."""
+
+
+def shared_domain(source: DatasetContext, candidate: DatasetContext, weight: float) -> list[Signal]:
+    """The shared-domain signal, used by every pattern's signal set (empty when not shared)."""
+    if not source.domain or candidate.domain != source.domain:
+        return []
+    reason = f"shares domain {display_name(source.domain)}"
+    return [Signal(name="shared_domain", contribution=weight, reason=reason)]
 
 
 class Candidate(BaseModel):

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwnershipControl
 from reflex_actions.similarity.config import SimilarityConfig
-from reflex_actions.similarity.models import Signal
-from reflex_actions.similarity.schema_signals import Excluded
+from reflex_actions.similarity.models import Excluded, Signal, shared_domain
 from reflex_actions.vocabulary import display_name
 
 
@@ -67,12 +66,5 @@ def ownership_signals(
                 reason=f"owned by {', '.join(display_name(o) for o in shared)} like the source",
             )
         )
-    if source.domain and candidate.domain == source.domain:
-        signals.append(
-            Signal(
-                name="shared_domain",
-                contribution=weights.shared_domain,
-                reason=f"shares domain {display_name(source.domain)}",
-            )
-        )
+    signals += shared_domain(source, candidate, weights.shared_domain)
     return signals

@@ -19,6 +19,7 @@ from reflex_actions.similarity.lineage import lineage_relatives
 from reflex_actions.similarity.models import (
     Candidate,
     CatalogReader,
+    Excluded,
     Exclusion,
     Resolution,
     Signal,
@@ -26,7 +27,6 @@ from reflex_actions.similarity.models import (
 )
 from reflex_actions.similarity.ownership_signals import ownership_signals
 from reflex_actions.similarity.schema_signals import (
-    Excluded,
     matched_fields,
     schema_signals,
     source_fields,

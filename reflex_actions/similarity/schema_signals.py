@@ -6,12 +6,7 @@ from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import FieldMatch, describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation
-from reflex_actions.similarity.models import Signal
-from reflex_actions.vocabulary import display_name
-
-
-class Excluded(Exception):
-    """The candidate is ruled out; the message says why."""
+from reflex_actions.similarity.models import Excluded, Signal, shared_domain
 
 
 def source_fields(source: DatasetContext, names: list[str]) -> list[FieldInfo]:
@@ -47,14 +42,7 @@ def schema_signals(
 ) -> list[Signal]:
     weights = config.schema_weights
     signals: list[Signal] = []
-    if source.domain and candidate.domain == source.domain:
-        signals.append(
-            Signal(
-                name="shared_domain",
-                contribution=weights.shared_domain,
-                reason=f"shares domain {display_name(source.domain)}",
-            )
-        )
+    signals += shared_domain(source, candidate, weights.shared_domain)
     if matches:
         quality = min(match.quality for match in matches)
         parts = [

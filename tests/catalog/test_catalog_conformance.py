@@ -29,13 +29,9 @@ from datahub.metadata.schema_classes import (
     IncidentStatusClass,
     IncidentTypeClass,
     NumberTypeClass,
-    OtherSchemaClass,
     OwnerClass,
     OwnershipClass,
     OwnershipTypeClass,
-    SchemaFieldClass,
-    SchemaFieldDataTypeClass,
-    SchemaMetadataClass,
     StringTypeClass,
     StructuredPropertiesClass,
     StructuredPropertyDefinitionClass,
@@ -50,6 +46,7 @@ from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
+from tests.catalog.builders import field, schema
 
 T = TypeVar("T")
 GMS_URL = os.environ.get("DATAHUB_GMS_URL")
@@ -77,27 +74,6 @@ def eventually(read: Callable[[], T], expected: T, seconds: float = 30.0) -> T:
         if value == expected or time.monotonic() >= deadline:
             return value
         time.sleep(1)
-
-
-def field(path: str, native: str, type_class: object, key: bool = False) -> SchemaFieldClass:
-    return SchemaFieldClass(
-        fieldPath=path,
-        nativeDataType=native,
-        type=SchemaFieldDataTypeClass(type_class),
-        isPartOfKey=key,
-    )
-
-
-def schema(*fields: SchemaFieldClass, keys: list[str] | None = None) -> SchemaMetadataClass:
-    return SchemaMetadataClass(
-        schemaName="t",
-        platform="urn:li:dataPlatform:snowflake",
-        version=0,
-        hash="",
-        platformSchema=OtherSchemaClass(rawSchema=""),
-        fields=list(fields),
-        primaryKeys=keys,
-    )
 
 
 class Estate:

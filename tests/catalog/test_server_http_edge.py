@@ -35,12 +35,9 @@ from datahub.metadata.schema_classes import (
     IncidentStatusClass,
     IncidentTypeClass,
     NumberTypeClass,
-    OtherSchemaClass,
     OwnerClass,
     OwnershipClass,
     OwnershipTypeClass,
-    SchemaFieldClass,
-    SchemaFieldDataTypeClass,
     SchemaMetadataClass,
     StringTypeClass,
     SubTypesClass,
@@ -52,6 +49,7 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.server import DOWNSTREAM_OF, ServerCatalog
 from reflex_actions.catalog.translate import DATASET_ASPECTS
+from tests.catalog.builders import field, schema
 from tests.catalog.fake_gms import FakeGmsServer
 
 T = TypeVar("T")
@@ -65,27 +63,6 @@ FINANCE = make_domain_urn("finance")
 BOB = make_user_urn("bob")
 CAROL = make_user_urn("carol")
 STAMP = AuditStampClass(0, "urn:li:corpuser:datahub")
-
-
-def field(path: str, native: str, type_class: object, key: bool = False) -> SchemaFieldClass:
-    return SchemaFieldClass(
-        fieldPath=path,
-        nativeDataType=native,
-        type=SchemaFieldDataTypeClass(type_class),
-        isPartOfKey=key,
-    )
-
-
-def schema(*fields: SchemaFieldClass, keys: list[str] | None = None) -> SchemaMetadataClass:
-    return SchemaMetadataClass(
-        schemaName="t",
-        platform="urn:li:dataPlatform:snowflake",
-        version=0,
-        hash="",
-        platformSchema=OtherSchemaClass(rawSchema=""),
-        fields=list(fields),
-        primaryKeys=keys,
-    )
 
 
 @pytest.fixture
