@@ -8,7 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from datahub.metadata.schema_classes import GroupMembershipClass, OwnershipClass
+from datahub.metadata.schema_classes import (
+    GroupMembershipClass,
+    NativeGroupMembershipClass,
+    OwnershipClass,
+)
 
 from reflex_actions.action.config import ReflexConfig
 from reflex_actions.backtest.history import History, HistoryError, load_history
@@ -71,8 +75,14 @@ class HandlerContext:
         if actor in approvers.users:
             return None
         if approvers.groups:
-            membership = self.catalog.get_aspect(actor, GroupMembershipClass)
-            if membership and set(membership.groups) & set(approvers.groups):
+            # groups from an identity provider, and groups created in the DataHub UI
+            external = self.catalog.get_aspect(actor, GroupMembershipClass)
+            native = self.catalog.get_aspect(actor, NativeGroupMembershipClass)
+            groups = {
+                *(external.groups if external else []),
+                *(native.nativeGroups if native else []),
+            }
+            if groups & set(approvers.groups):
                 return None
         ownership = self.catalog.get_aspect(lesson_urn, OwnershipClass)
         if ownership and actor in {owner.owner for owner in ownership.owners}:

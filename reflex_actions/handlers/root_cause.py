@@ -31,6 +31,13 @@ def on_root_cause_confirmed(lesson: Lesson, change: AspectChange, ctx: HandlerCo
         return
     if lesson.state is LessonState.CONFIRMED:  # also after a crash between confirm and propose
         propose(lesson, ctx)
+    elif lesson.state is not LessonState.PROPOSED:
+        logger.warning(
+            "lesson %s is %s: a new confirmation is ignored (reject it and draft anew to change "
+            "a backtested or published control)",
+            lesson.urn,
+            lesson.state.value,
+        )
 
 
 def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:

@@ -40,7 +40,10 @@ def draft_lesson(
         rationale=draft.rationale,
         proposer=info,
         validation_error="; ".join(problems) or None,
+        # a proposer's word is not enough: only users the catalog shows as suspended count
         departed_users=[
-            e.quote.split(" ")[0] for e in draft.evidence if e.quote.endswith(" is SUSPENDED")
+            user
+            for user in dict.fromkeys(draft.departed_users)
+            if facts.catalog.user_status(user) == "SUSPENDED"
         ],
     )
