@@ -1,8 +1,11 @@
-"""Shared fixtures: writing small snapshot tables to Parquet or CSV."""
+"""Shared fixtures: writing small snapshot tables to Parquet or CSV; no network but loopback."""
 
 from __future__ import annotations
 
 import csv
+import ipaddress
+import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,34 @@ import pyarrow.parquet as pq
 import pytest
 
 SnapshotWriter = Callable[[Path, list[dict[str, Any]]], Path]
+
+# DataHub's SDK phones home (usage telemetry, a PyPI version check) unless told not to.
+os.environ.setdefault("DATAHUB_TELEMETRY_ENABLED", "false")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+_resolve = socket.getaddrinfo
+
+
+def _is_loopback(host: Any) -> bool:
+    if host is None or host == "localhost":
+        return True
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    try:
+        return ipaddress.ip_address(name.split("%")[0]).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: never even looked up
+
+
+def _loopback_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+    """Tests may only talk to this machine: any other host fails at once, naming it."""
+    if not _is_loopback(host):
+        raise OSError(f"tests may not reach {host!r}: only loopback is allowed")
+    return _resolve(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket, "getaddrinfo", _loopback_only)
 
 
 def write_snapshot(

@@ -58,7 +58,7 @@ class ReflexAction(Action):
         return cls(config, open_catalog(config, ctx))
 
     def act(self, event: EventEnvelope) -> None:
-        if event.event_type is not METADATA_CHANGE_LOG_EVENT_V1_TYPE:
+        if event.event_type != METADATA_CHANGE_LOG_EVENT_V1_TYPE:
             return
         mcl = event.event
         handler = ROUTES.get((mcl.entityType, mcl.aspectName))  # type: ignore[attr-defined]

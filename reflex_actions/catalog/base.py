@@ -47,6 +47,10 @@ class Catalog(ABC):
         return status.status if status else None
 
     @abstractmethod
+    def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
+        """The newest value of a timeseries aspect (e.g. an assertion's last run event)."""
+
+    @abstractmethod
     def downstreams(self, urn: str) -> list[str]:
         """Datasets whose ``upstreamLineage`` names ``urn`` (answered by the store, not a scan)."""
 

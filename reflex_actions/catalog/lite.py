@@ -140,6 +140,10 @@ class LiteCatalog(Catalog):
         aspect = self._aspects(urn, [aspect_class.ASPECT_NAME]).get(aspect_class.ASPECT_NAME)
         return aspect if isinstance(aspect, aspect_class) else None
 
+    def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
+        # Lite keeps timeseries aspects like versioned ones: version 0 is the latest written.
+        return self.get_aspect(urn, aspect_class)
+
     def dataset(self, urn: str) -> DatasetContext | None:
         if not urn.startswith("urn:li:dataset:"):
             return None

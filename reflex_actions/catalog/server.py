@@ -87,6 +87,12 @@ class ServerCatalog(Catalog):
         with self._talking(f"read {aspect_class.ASPECT_NAME} of {urn}"):
             return self._graph.get_aspect(urn, aspect_class)
 
+    def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
+        with self._talking(f"read the latest {aspect_class.ASPECT_NAME} of {urn}"):
+            return self._graph.get_latest_timeseries_value(
+                entity_urn=urn, aspect_type=aspect_class, filter_criteria_map={}
+            )
+
     def dataset(self, urn: str) -> DatasetContext | None:
         if not urn.startswith("urn:li:dataset:"):
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -18,6 +19,10 @@ COMMANDS = {
     "steward": "reflex_actions.cli.catalog:steward",
     "demo": "reflex_actions.cli.catalog:demo_command",
 }
+
+
+# Reflex's commands do not phone home: no DataHub SDK usage telemetry unless asked for.
+os.environ.setdefault("DATAHUB_TELEMETRY_ENABLED", "false")
 
 
 class LazyGroup(click.Group):

@@ -175,26 +175,30 @@ def _incident(
     )
 
 
-#: The two incidents the demo resolves (incident A of each scenario).
-INCIDENTS = (
-    _incident(
-        PAYMENTS_INCIDENT,
-        date(2026, 9, 9),
-        "finance.payments",
-        "Duplicate transactions in finance.payments",
-        "The daily revenue report was overstated on 2026-09-09: finance.payments holds 100 "
-        "transaction_id values twice. The loader timed out, retried the batch, and re-inserted "
-        "rows that had already been committed.",
-    ),
-    _incident(
-        OWNERSHIP_INCIDENT,
-        date(2026, 9, 21),
-        "finance.payments",
-        "finance.payments has no active technical owner",
-        "bob left the company on 2026-09-15 and was the only technical owner of finance.payments. "
-        "A failed load on 2026-09-20 had nobody to page, and nobody could approve a schema change.",
-    ),
-)
+def incidents() -> list[MetadataChangeProposalWrapper]:
+    """The two incidents the demo resolves (incident A of each scenario). Built anew on each
+    call: writers (DataHub Lite among them) fill in an MCP's system metadata in place."""
+    return [
+        _incident(
+            PAYMENTS_INCIDENT,
+            date(2026, 9, 9),
+            "finance.payments",
+            "Duplicate transactions in finance.payments",
+            "The daily revenue report was overstated on 2026-09-09: finance.payments holds 100 "
+            "transaction_id values twice. The loader timed out, retried the batch, and re-inserted "
+            "rows that had already been committed.",
+        ),
+        _incident(
+            OWNERSHIP_INCIDENT,
+            date(2026, 9, 21),
+            "finance.payments",
+            "finance.payments has no active technical owner",
+            "bob left the company on 2026-09-15 and was the only technical owner of "
+            "finance.payments. A failed load on 2026-09-20 had nobody to page, and nobody could "
+            "approve a schema change.",
+        ),
+    ]
+
 
 DOMAINS = {"finance": "Finance", "marketing": "Marketing", "hr": "HR", "logistics": "Logistics"}
 #: who answers for each domain: where a replacement owner is looked for first
@@ -224,7 +228,7 @@ def estate_mcps(as_of: date = LANDING_DAY) -> list[MetadataChangeProposalWrapper
     ]
     for dataset in DATASETS.values():
         mcps += _dataset_mcps(dataset, as_of)
-    return [*mcps, *_people_mcps(as_of), *INCIDENTS]
+    return [*mcps, *_people_mcps(as_of), *incidents()]
 
 
 def write_estate_file(path: Path = ESTATE_FILE) -> Path:

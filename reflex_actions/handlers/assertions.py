@@ -32,6 +32,7 @@ from datahub.metadata.schema_classes import (
     IncidentTypeClass,
 )
 
+from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import Control, dump_control_yaml
 from reflex_actions.executor import ControlResult
@@ -79,6 +80,13 @@ def assertion_mcp(
     return acting_as(actor, assertion_urn(lesson.urn, dataset_urn), info)
 
 
+def already_ran(catalog: Catalog, assertion: str, timestamp_ms: int) -> bool:
+    """Whether the assertion has a run at or after this time: a redelivered event, or an old
+    one replayed after newer runs. Re-running it would rewrite history, so it is skipped."""
+    last = catalog.latest_timeseries(assertion, AssertionRunEventClass)
+    return last is not None and last.timestampMillis >= timestamp_ms
+
+
 def run_event_mcp(
     assertion: str,
     dataset_urn: str,
@@ -110,7 +118,6 @@ def run_event_mcp(
                 "violation_count": str(result.violation_count),
                 "allowed_violations": str(result.allowed_violations),
                 "sample": json.dumps(result.sample, default=str)[:2000],
-                "elapsed_ms": str(result.elapsed_ms),
             },
         )
     event = AssertionRunEventClass(

@@ -20,6 +20,7 @@ from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwners
 from reflex_actions.executor import run_control_on_rows
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
+    already_ran,
     assertion_urn,
     recurrence_incident_mcp,
     recurrence_incident_urn,
@@ -115,7 +116,9 @@ def _check_dataset(
     if info is None or dataset is None or CONTROL_PROPERTY not in (info.customProperties or {}):
         return
     control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
-    if not isinstance(control, ActiveOwnershipControl):
+    if not isinstance(control, ActiveOwnershipControl) or already_ran(
+        ctx.catalog, assertion, change.time_ms
+    ):
         return
     snapshot_id = f"{display_name(change.urn)}-suspended-{change.time_ms}"
     result = run_control_on_rows(control, ownership_edges(dataset, control, ctx), snapshot_id)

@@ -12,6 +12,7 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
+    already_ran,
     assertion_urn,
     recurrence_incident_mcp,
     recurrence_incident_urn,
@@ -99,7 +100,9 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
             )
             continue
         control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
-        if not control.runs_on_landed_data:
+        if not control.runs_on_landed_data or already_ran(
+            ctx.catalog, assertion, operation.timestampMillis
+        ):
             continue
         result, error = None, refused
         if path is not None:

@@ -18,6 +18,9 @@ import pytest
 from datahub.emitter.mce_builder import make_dataset_urn, make_domain_urn, make_user_urn
 from datahub.emitter.mcp import MetadataChangeProposalWrapper as MCP
 from datahub.metadata.schema_classes import (
+    AssertionResultClass,
+    AssertionRunEventClass,
+    AssertionRunStatusClass,
     AuditStampClass,
     CorpUserStatusClass,
     DomainsClass,
@@ -274,3 +277,28 @@ def test_add_owner_keeps_the_others_and_is_idempotent(catalog: Catalog, estate: 
     assert eventually(lambda: catalog.datasets_by_owner(estate.carol), [estate.payments]) == [
         estate.payments
     ]
+
+
+def test_latest_timeseries_value(catalog: Catalog, estate: Estate) -> None:
+    assertion = f"urn:li:assertion:reflex-test-{uuid.uuid4().hex[:8]}"
+
+    def run(at: int, result: str) -> MCP:
+        return MCP(
+            entityUrn=assertion,
+            aspect=AssertionRunEventClass(
+                timestampMillis=at,
+                runId=str(at),
+                asserteeUrn=estate.payments,
+                assertionUrn=assertion,
+                status=AssertionRunStatusClass.COMPLETE,
+                result=AssertionResultClass(type=result),
+            ),
+        )
+
+    assert catalog.latest_timeseries(assertion, AssertionRunEventClass) is None
+    catalog.emit([run(1_000, "SUCCESS"), run(2_000, "FAILURE")])
+    latest = eventually(
+        lambda: catalog.latest_timeseries(assertion, AssertionRunEventClass) is not None, True
+    ) and catalog.latest_timeseries(assertion, AssertionRunEventClass)
+    assert latest is not None
+    assert (latest.timestampMillis, latest.result.type) == (2_000, "FAILURE")
