@@ -167,3 +167,46 @@ def recurrence_incident_mcp(
         created=stamp,
     )
     return acting_as(actor, recurrence_incident_urn(assertion, snapshot_id), info)
+
+
+def record_recurrence(
+    catalog: Catalog,
+    lesson: Lesson,
+    lesson_title: str,
+    assertion: str,
+    dataset_urn: str,
+    snapshot_id: str,
+    result: ControlResult,
+    timestamp_ms: int,
+    actor: str,
+    extra: str = "",
+) -> str:
+    """Raise incident B unless it exists and note it on the lesson unless noted (the caller saves
+    the lesson). Safe to repeat after a crash at any point."""
+    incident = recurrence_incident_urn(assertion, snapshot_id)
+    if catalog.get_aspect(incident, IncidentInfoClass) is None:
+        catalog.emit(
+            [
+                recurrence_incident_mcp(
+                    lesson,
+                    lesson_title,
+                    assertion,
+                    dataset_urn,
+                    snapshot_id,
+                    result,
+                    timestamp_ms,
+                    actor,
+                    extra,
+                )
+            ]
+        )
+    if not any(r["incident"] == incident for r in lesson.recurrences):
+        lesson.recurrences.append(
+            {
+                "incident": incident,
+                "dataset": dataset_urn,
+                "snapshot": snapshot_id,
+                "at": timestamp_ms,
+            }
+        )
+    return incident

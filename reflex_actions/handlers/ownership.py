@@ -9,7 +9,6 @@ from datahub.metadata.schema_classes import (
     AssertionInfoClass,
     CorpUserStatusClass,
     GroupMembershipClass,
-    IncidentInfoClass,
     OwnershipClass,
 )
 
@@ -17,13 +16,12 @@ from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import parse_control_yaml
 from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwnershipControl
-from reflex_actions.executor import run_control_on_rows
+from reflex_actions.executor import ControlResult, run_control_on_rows
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
     already_ran,
     assertion_urn,
-    recurrence_incident_mcp,
-    recurrence_incident_urn,
+    record_recurrence,
     run_event_mcp,
 )
 from reflex_actions.handlers.change import AspectChange
@@ -123,12 +121,25 @@ def _check_dataset(
     snapshot_id = f"{display_name(change.urn)}-suspended-{change.time_ms}"
     result = run_control_on_rows(control, ownership_edges(dataset, control, ctx), snapshot_id)
     actor = ctx.config.service_actor
-    ctx.catalog.emit(
-        [run_event_mcp(assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor)]
-    )
-    incident = recurrence_incident_urn(assertion, snapshot_id)
-    if result.passed or ctx.catalog.get_aspect(incident, IncidentInfoClass) is not None:
-        return
+    if not result.passed:
+        _raise_orphaned(lesson, assertion, dataset, control, snapshot_id, result, change, ctx)
+    # The run event goes last: it marks this departure as handled (see already_ran).
+    run = run_event_mcp(assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor)
+    ctx.catalog.emit([run])
+
+
+def _raise_orphaned(
+    lesson: Lesson,
+    assertion: str,
+    dataset: DatasetContext,
+    control: ActiveOwnershipControl,
+    snapshot_id: str,
+    result: ControlResult,
+    change: AspectChange,
+    ctx: HandlerContext,
+) -> None:
+    """Incident B and a replacement-owner proposal waiting for a steward's approval."""
+    actor = ctx.config.service_actor
     proposal = propose_owner(dataset, change.urn, control, ctx)
     note = f"{display_name(change.urn)} was suspended."
     if proposal:
@@ -136,41 +147,30 @@ def _check_dataset(
             f" Proposed replacement owner: {proposal[0]} ({proposal[1]}); it is applied only "
             "once a steward sets reflex.ownershipChangeApproval to APPROVED."
         )
-    ctx.catalog.emit(
-        [
-            recurrence_incident_mcp(
-                lesson,
-                lesson_title(lesson, ctx),
-                assertion,
-                dataset_urn,
-                snapshot_id,
-                result,
-                change.time_ms,
-                actor,
-                note,
-            )
-        ]
+    incident = record_recurrence(
+        ctx.catalog,
+        lesson,
+        lesson_title(lesson, ctx),
+        assertion,
+        dataset.urn,
+        snapshot_id,
+        result,
+        change.time_ms,
+        actor,
+        note,
     )
-    if proposal:
+    if proposal and dataset.urn not in lesson.ownership_proposals:
         ctx.catalog.set_structured_properties(
-            dataset_urn,
+            dataset.urn,
             {PROPOSED_OWNER: [proposal[0]], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
             actor,
         )
-        lesson.ownership_proposals[dataset_urn] = {
+        lesson.ownership_proposals[dataset.urn] = {
             "owner": proposal[0],
             "type": (control.owner_types or ["TECHNICAL_OWNER"])[0],
             "reason": proposal[1],
             "incident": incident,
         }
-    lesson.recurrences.append(
-        {
-            "incident": incident,
-            "dataset": dataset_urn,
-            "snapshot": snapshot_id,
-            "at": change.time_ms,
-        }
-    )
     save_lesson(ctx.catalog, lesson, actor)
     logger.info("incident %s: %s orphaned by %s", incident, dataset.name, change.urn)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from datahub.metadata.schema_classes import AssertionInfoClass, IncidentInfoClass, OperationClass
+from datahub.metadata.schema_classes import AssertionInfoClass, OperationClass
 
 from reflex_actions.controls import parse_control_yaml
 from reflex_actions.errors import ReflexError
@@ -14,8 +14,7 @@ from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
     already_ran,
     assertion_urn,
-    recurrence_incident_mcp,
-    recurrence_incident_urn,
+    record_recurrence,
     run_event_mcp,
 )
 from reflex_actions.handlers.change import AspectChange
@@ -110,45 +109,22 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
                 result = run_control(control, path)
             except ReflexError as failure:  # corrupt or drifted snapshot: an ERROR run, no incident
                 error = str(failure)
-        ctx.catalog.emit(
-            [
-                run_event_mcp(
-                    assertion,
-                    change.urn,
-                    operation.timestampMillis,
-                    snapshot_id,
-                    result,
-                    error,
-                    actor,
-                )
-            ]
+        if result is not None and not result.passed:
+            incident = record_recurrence(
+                ctx.catalog,
+                lesson,
+                lesson_title(lesson, ctx),
+                assertion,
+                change.urn,
+                snapshot_id,
+                result,
+                operation.timestampMillis,
+                actor,
+            )
+            save_lesson(ctx.catalog, lesson, actor)
+            logger.info("incident %s raised on %s (lesson %s)", incident, change.urn, lesson.urn)
+        # The run event goes last: it marks this landing as handled (see already_ran).
+        run = run_event_mcp(
+            assertion, change.urn, operation.timestampMillis, snapshot_id, result, error, actor
         )
-        if result is None or result.passed:
-            continue
-        incident = recurrence_incident_urn(assertion, snapshot_id)
-        if ctx.catalog.get_aspect(incident, IncidentInfoClass) is not None:
-            continue  # already raised for this snapshot
-        ctx.catalog.emit(
-            [
-                recurrence_incident_mcp(
-                    lesson,
-                    lesson_title(lesson, ctx),
-                    assertion,
-                    change.urn,
-                    snapshot_id,
-                    result,
-                    operation.timestampMillis,
-                    actor,
-                )
-            ]
-        )
-        lesson.recurrences.append(
-            {
-                "incident": incident,
-                "dataset": change.urn,
-                "snapshot": snapshot_id,
-                "at": operation.timestampMillis,
-            }
-        )
-        save_lesson(ctx.catalog, lesson, actor)
-        logger.info("incident %s raised on %s (lesson %s)", incident, change.urn, lesson.urn)
+        ctx.catalog.emit([run])
