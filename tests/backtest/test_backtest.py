@@ -8,6 +8,7 @@ import pytest
 
 from reflex_actions.backtest import backtest, load_history
 from reflex_actions.backtest.history import HistoryError
+from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.controls.uniqueness import UniquenessControl
 from tests.conftest import write_snapshot
 
@@ -167,3 +168,17 @@ def test_missing_folder_and_ambiguous_ids_are_errors(tmp_path: Path) -> None:
     folder = make_history(tmp_path / "h", {"a.parquet": txn_rows(2), "a.csv": txn_rows(2)}, None)
     with pytest.raises(HistoryError, match="ambiguous"):
         load_history(folder)
+
+
+def test_ownership_control_on_the_ownership_history() -> None:
+    """The demo's weekly ownership snapshots: every orphaning week is caught, nothing else."""
+    folder = Path(__file__).resolve().parents[2] / "snapshots" / "ownership"
+    history = load_history(folder)
+    report = backtest(ActiveOwnershipControl(owner_types=["TECHNICAL_OWNER"]), [history])
+    flagged = [o.snapshot_id for o in report.per_snapshot if o.flagged]
+    assert flagged == sorted(history.labels)
+    assert (report.precision, report.recall) == (1.0, 1.0)
+    assert report.true_negatives == len(history.snapshots) - len(history.labels)
+    first = next(o for o in report.per_snapshot if o.flagged)
+    assert first.incident == "urn:li:incident:reflex-demo-orphaned-ownership"
+    assert all(item["active_owners"] == 0 for item in first.sample)
