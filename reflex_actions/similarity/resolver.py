@@ -8,6 +8,7 @@ explained, and assets ruled out on the way are returned with their reason.
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cache
 
 from reflex_actions.catalog.models import DatasetContext
@@ -106,18 +107,24 @@ def _retrieve(
     config: SimilarityConfig,
     relatives: list[str],
 ) -> list[str]:
-    """Candidate urns from indexed lookups, closest evidence first, capped at max_candidates."""
-    found: dict[str, None] = dict.fromkeys(relatives)
+    """Candidate urns from indexed lookups, those found by the most lookups first (lineage
+    relatives count as found), capped at max_candidates: the cap keeps the strongest."""
+    evidence: Counter[str] = Counter(relatives)
+    lookups: list[list[str]] = []
     for name in query.control.dataset_fields():
-        for alias in [name, *synonyms_of(name, config.synonyms)]:
-            found.update(dict.fromkeys(catalog.datasets_by_field(alias)))
+        lookups += [
+            catalog.datasets_by_field(a) for a in [name, *synonyms_of(name, config.synonyms)]
+        ]
     if source.domain:
-        found.update(dict.fromkeys(catalog.datasets_by_domain(source.domain)))
+        lookups.append(catalog.datasets_by_domain(source.domain))
     if isinstance(query.control, ActiveOwnershipControl):
-        for owner in [*(o.owner for o in source.owners), *query.departed_users]:
-            found.update(dict.fromkeys(catalog.datasets_by_owner(owner)))
-    found.pop(source.urn, None)
-    return list(found)[: config.max_candidates]
+        owners = [*(o.owner for o in source.owners), *query.departed_users]
+        lookups += [catalog.datasets_by_owner(owner) for owner in dict.fromkeys(owners)]
+    for found in lookups:
+        evidence.update(set(found))
+    evidence.pop(source.urn, None)
+    ranked = sorted(evidence, key=lambda urn: (-evidence[urn], urn))
+    return ranked[: config.max_candidates]
 
 
 def _coverage_signal(

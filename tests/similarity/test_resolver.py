@@ -264,3 +264,12 @@ def test_demo_estate_orphaned_ownership(demo_catalog: LiteCatalog, tmp_path: Pat
     # dave is the only technical owner of these: they are exactly what his departure orphans
     assert {"finance.invoice_lines", "finance.daily_revenue"} <= recommended
     assert all(e.reason.endswith("not at risk") for e in resolution.excluded)
+
+
+def test_the_candidate_cap_keeps_the_best_supported() -> None:
+    """Past max_candidates, datasets found by more lookups (field and domain) are kept first."""
+    weak = [ds(f"a_mart_{i}", txn(), domain=MARKETING) for i in range(20)]
+    strong = ds("z_settlements", txn(), domain=FINANCE)
+    catalog = InMemoryCatalog([SOURCE, *weak, strong])
+    resolution = resolve(catalog, max_candidates=3, max_lineage_hops=0)
+    assert "z_settlements" in {c.name for c in resolution.candidates}
