@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -32,6 +30,7 @@ import time
 from pathlib import Path
 
 import duckdb
+from machine import machine_info
 
 BENCH_DIR = Path(__file__).resolve().parent
 FAILURE_EVERY = 30
@@ -174,12 +173,7 @@ def main() -> None:
                 "ratio": round(ratio, 3),
                 "reflex_precision": runs["reflex"][0]["precision"],
                 "reflex_recall": runs["reflex"][0]["recall"],
-                "machine": {
-                    "nproc": os.cpu_count(),
-                    "python": platform.python_version(),
-                    "duckdb": duckdb.__version__,
-                    "load_avg": os.getloadavg(),
-                },
+                "machine": machine_info("duckdb"),
             }
         )
     )

@@ -32,7 +32,6 @@ import io
 import json
 import math
 import os
-import platform
 import pstats
 import random
 import shutil
@@ -45,7 +44,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -53,32 +51,28 @@ from datahub.emitter.mce_builder import make_dataset_urn, make_domain_urn, make_
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
     AuditStampClass,
-    BooleanTypeClass,
     CorpUserStatusClass,
     DatasetLineageTypeClass,
     DatasetPropertiesClass,
-    DateTypeClass,
     DomainPropertiesClass,
     DomainsClass,
-    NumberTypeClass,
     OtherSchemaClass,
     OwnerClass,
     OwnershipClass,
     SchemaFieldClass,
-    SchemaFieldDataTypeClass,
     SchemaMetadataClass,
-    StringTypeClass,
     SubTypesClass,
-    TimeTypeClass,
     UpstreamClass,
     UpstreamLineageClass,
 )
+from machine import machine_info
 
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.translate import simple_field_path
 from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.demo.metadata import datahub_field_type
 from reflex_actions.patterns import FailurePattern
 from reflex_actions.similarity import (
     Resolution,
@@ -274,19 +268,6 @@ def _upstreams(rng: random.Random, earlier: list[DatasetSpec]) -> tuple[str, ...
     return tuple(picks)
 
 
-def _field_type(native: str) -> SchemaFieldDataTypeClass:
-    upper = native.upper()
-    if upper.startswith(("DECIMAL", "BIGINT", "INT", "DOUBLE")):
-        return SchemaFieldDataTypeClass(NumberTypeClass())
-    if upper == "DATE":
-        return SchemaFieldDataTypeClass(DateTypeClass())
-    if upper.startswith("TIMESTAMP"):
-        return SchemaFieldDataTypeClass(TimeTypeClass())
-    if upper == "BOOLEAN":
-        return SchemaFieldDataTypeClass(BooleanTypeClass())
-    return SchemaFieldDataTypeClass(StringTypeClass())
-
-
 def dataset_mcps(spec: DatasetSpec) -> list[MetadataChangeProposalWrapper]:
     """The aspects of one dataset, as acryl-datahub aspect classes."""
     platform_urn = spec.urn.split(",")[0].removeprefix("urn:li:dataset:(")
@@ -304,7 +285,7 @@ def dataset_mcps(spec: DatasetSpec) -> list[MetadataChangeProposalWrapper]:
                 SchemaFieldClass(
                     fieldPath=f.name,
                     nativeDataType=f.native_type,
-                    type=_field_type(f.native_type),
+                    type=datahub_field_type(f.native_type),
                     isPartOfKey=f.is_key,
                 )
                 for f in spec.fields
@@ -679,21 +660,8 @@ def wait_for_quiet_machine(max_wait_s: float = 1200, poll_s: float = 20) -> floa
 
 
 def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "acryl_datahub": version("acryl-datahub"),
-        "platform": platform.platform(),
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-    }
+    info = machine_info("acryl-datahub")
+    return {**info, "sqlite": sqlite3.sqlite_version}
 
 
 # --- main ---------------------------------------------------------------------------------------

@@ -31,11 +31,9 @@ cannot skip (it reads the decoded dict's top-level fields).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
-import platform
 import random
 import statistics
 import sys
@@ -44,7 +42,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +72,7 @@ from datahub.metadata.schema_classes import (  # noqa: E402
 )
 from datahub_actions.event.event_envelope import EventEnvelope  # noqa: E402
 from datahub_actions.pipeline.pipeline import Pipeline  # noqa: E402
+from machine import machine_info  # noqa: E402
 
 from reflex_actions.catalog.bootstrap import bootstrap_mcps  # noqa: E402
 from reflex_actions.catalog.lite import LiteCatalog  # noqa: E402
@@ -300,21 +298,7 @@ def progress(line: str) -> None:
 
 # --- main -------------------------------------------------------------------------------------
 def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "python": platform.python_version(),
-        "acryl_datahub_actions": version("acryl-datahub-actions"),
-        "confluent_kafka": version("confluent-kafka"),
-        "platform": platform.platform(),
-        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
-    }
+    return machine_info("acryl-datahub-actions", "confluent-kafka")
 
 
 def main(argv: list[str] | None = None) -> int:

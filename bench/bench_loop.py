@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +38,7 @@ from datahub_actions.event.event_registry import (
     MetadataChangeLogEvent,
 )
 from datahub_actions.pipeline.pipeline_context import PipelineContext
+from machine import machine_info
 
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.catalog.steward import acting_as
@@ -169,11 +168,7 @@ def main() -> None:
         f"unrelated MCL events dropped: {drop['events_per_s']:,}/s "
         f"({drop['ratio_to_noop']}x a no-op call)"
     )
-    machine = {
-        "nproc": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_avg": os.getloadavg(),
-    }
+    machine = machine_info("duckdb", "acryl-datahub-actions")
     print(
         json.dumps({"demo_s": demo_seconds, "landing": landing, "drop": drop, "machine": machine})
     )

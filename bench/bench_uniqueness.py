@@ -21,7 +21,6 @@ import argparse
 import importlib
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -29,9 +28,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from machine import machine_info
 
 BENCH_DIR = Path(__file__).resolve().parent
 DUPLICATE_EVERY = 1000  # one retry duplicate per this many rows (0.1 %)
@@ -266,15 +266,7 @@ def summarise(name: str, reports: list[dict[str, Any]]) -> Summary:
 
 
 def machine() -> dict[str, Any]:
-    return {
-        "nproc": os.cpu_count(),
-        "mem_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "duckdb": version("duckdb"),
-        "pandas": version("pandas"),
-        "pyarrow": version("pyarrow"),
-    }
+    return machine_info("duckdb", "pandas", "pyarrow")
 
 
 def load_average() -> float:

@@ -66,7 +66,8 @@ def _stamp(day: date, actor: str = SYSTEM_ACTOR) -> AuditStampClass:
     return AuditStampClass(time=_millis(day), actor=actor)
 
 
-def _field_type(native_type: str) -> SchemaFieldDataTypeClass:
+def datahub_field_type(native_type: str) -> SchemaFieldDataTypeClass:
+    """The DataHub type class of a native SQL type (number, date, time, boolean or string)."""
     native = native_type.upper()
     if native.startswith(("DECIMAL", "BIGINT", "INT", "DOUBLE", "FLOAT", "NUMBER")):
         return SchemaFieldDataTypeClass(NumberTypeClass())
@@ -90,7 +91,7 @@ def _dataset_mcps(dataset: Dataset, as_of: date) -> list[MetadataChangeProposalW
             SchemaFieldClass(
                 fieldPath=field.name,
                 nativeDataType=field.native_type,
-                type=_field_type(field.native_type),
+                type=datahub_field_type(field.native_type),
                 description=field.description or None,
                 isPartOfKey=field.is_primary_key,
             )

@@ -131,44 +131,6 @@ def run_event_mcp(
     return acting_as(actor, assertion, event)
 
 
-def recurrence_incident_mcp(
-    lesson: Lesson,
-    lesson_title: str,
-    assertion: str,
-    dataset_urn: str,
-    snapshot_id: str,
-    result: ControlResult,
-    timestamp_ms: int,
-    actor: str,
-    extra: str = "",
-) -> MetadataChangeProposalWrapper:
-    """Incident B: the lesson's control caught the failure again, on this dataset."""
-    sample = "\n".join(f"- {json.dumps(row, default=str)}" for row in result.sample)
-    description = (
-        f"Reflex control '{result.control}' failed on {display_name(dataset_urn)} for snapshot "
-        f"{snapshot_id} ({result.snapshot}): {result.violation_count} violation(s) in "
-        f"{result.rows_scanned} row(s), {result.allowed_violations} allowed.\n\n"
-        f"This is a recurrence of lesson '{lesson_title}' ({lesson.urn}), learned from incident "
-        f"{lesson.incident}.\n\nWorst offenders:\n{sample or '- (none sampled)'}"
-        + (f"\n\n{extra}" if extra else "")
-    )
-    stamp = AuditStampClass(time=timestamp_ms, actor=actor)
-    info = IncidentInfoClass(
-        type=IncidentTypeClass.CUSTOM,
-        customType="REFLEX_RECURRENCE",
-        title=f"Recurrence on {display_name(dataset_urn)}: {lesson_title}"[:300],
-        description=description,
-        entities=[dataset_urn],
-        status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
-        source=IncidentSourceClass(
-            type=IncidentSourceTypeClass.ASSERTION_FAILURE, sourceUrn=assertion
-        ),
-        startedAt=timestamp_ms,
-        created=stamp,
-    )
-    return acting_as(actor, recurrence_incident_urn(assertion, snapshot_id), info)
-
-
 def record_recurrence(
     catalog: Catalog,
     lesson: Lesson,
@@ -181,32 +143,36 @@ def record_recurrence(
     actor: str,
     extra: str = "",
 ) -> str:
-    """Raise incident B unless it exists and note it on the lesson unless noted (the caller saves
-    the lesson). Safe to repeat after a crash at any point."""
+    """Raise incident B (the lesson's control caught the failure again, on this dataset) unless
+    it exists, and note it on the lesson unless noted; the caller saves the lesson. Safe to
+    repeat after a crash at any point."""
     incident = recurrence_incident_urn(assertion, snapshot_id)
     if catalog.get_aspect(incident, IncidentInfoClass) is None:
-        catalog.emit(
-            [
-                recurrence_incident_mcp(
-                    lesson,
-                    lesson_title,
-                    assertion,
-                    dataset_urn,
-                    snapshot_id,
-                    result,
-                    timestamp_ms,
-                    actor,
-                    extra,
-                )
-            ]
+        sample = "\n".join(f"- {json.dumps(row, default=str)}" for row in result.sample)
+        description = (
+            f"Reflex control '{result.control}' failed on {display_name(dataset_urn)} for snapshot "
+            f"{snapshot_id} ({result.snapshot}): {result.violation_count} violation(s) in "
+            f"{result.rows_scanned} row(s), {result.allowed_violations} allowed.\n\n"
+            f"This is a recurrence of lesson '{lesson_title}' ({lesson.urn}), learned from "
+            f"incident {lesson.incident}.\n\nWorst offenders:\n{sample or '- (none sampled)'}"
+            + (f"\n\n{extra}" if extra else "")
         )
+        stamp = AuditStampClass(time=timestamp_ms, actor=actor)
+        info = IncidentInfoClass(
+            type=IncidentTypeClass.CUSTOM,
+            customType="REFLEX_RECURRENCE",
+            title=f"Recurrence on {display_name(dataset_urn)}: {lesson_title}"[:300],
+            description=description,
+            entities=[dataset_urn],
+            status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
+            source=IncidentSourceClass(
+                type=IncidentSourceTypeClass.ASSERTION_FAILURE, sourceUrn=assertion
+            ),
+            startedAt=timestamp_ms,
+            created=stamp,
+        )
+        catalog.emit([acting_as(actor, incident, info)])
     if not any(r["incident"] == incident for r in lesson.recurrences):
-        lesson.recurrences.append(
-            {
-                "incident": incident,
-                "dataset": dataset_urn,
-                "snapshot": snapshot_id,
-                "at": timestamp_ms,
-            }
-        )
+        recurrence = {"incident": incident, "dataset": dataset_urn, "snapshot": snapshot_id}
+        lesson.recurrences.append({**recurrence, "at": timestamp_ms})
     return incident
