@@ -26,6 +26,8 @@ class ControlResult(BaseModel):
     snapshot_id: str
     passed: bool
     violation_count: int
+    #: what one violation counts, e.g. "duplicate rows"
+    violation_unit: str
     allowed_violations: int
     rows_scanned: int
     sample: list[dict[str, Any]]
@@ -105,6 +107,7 @@ def _evaluate(
         snapshot_id=snapshot_id,
         passed=violation_count <= control.allowed_violations(),
         violation_count=violation_count,
+        violation_unit=control.violation_unit,
         allowed_violations=control.allowed_violations(),
         rows_scanned=rows_scanned,
         sample=[control.sample_row(row) for row in sample or []],

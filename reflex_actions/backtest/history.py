@@ -68,10 +68,6 @@ class History:
     folder: Path
     snapshots: tuple[SnapshotFile, ...]
     labels: dict[str, FailureLabel]
-    has_labels_file: bool
-
-    def is_labelled_failure(self, snapshot_id: str) -> bool:
-        return snapshot_id in self.labels
 
     def labels_without_snapshot(self) -> list[str]:
         """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""
@@ -119,5 +115,4 @@ def load_history(folder: str | Path, dataset: str | None = None) -> History:
         folder=root,
         snapshots=snapshots,
         labels={label.snapshot: label for label in labels.failures},
-        has_labels_file=labels_path.exists(),
     )

@@ -10,6 +10,7 @@ from datahub.ingestion.source.file import read_metadata_file
 
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
+from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.cli.output import reports_bad_input
 from reflex_actions.cli.store import with_catalog
@@ -42,6 +43,8 @@ def load_command(metadata_file: Path, catalog: Catalog) -> None:
     if len(mcps) != len(records):
         raise CatalogError(f"{metadata_file}: only MCPs with full aspects are supported")
     catalog.emit(mcps)
+    if isinstance(catalog, LiteCatalog):
+        catalog.reindex()  # browse paths for `datahub lite ls`, rebuilt once after a bulk load
     click.echo(f"loaded {len(mcps)} aspects from {metadata_file}")
 
 

@@ -65,7 +65,7 @@ def _print_result(result: ControlResult) -> None:
     click.echo(
         f"{verdict}  {result.control_type}: {result.control}\n"
         f"      snapshot {result.snapshot_id} ({result.snapshot}): "
-        f"{result.violation_count} violation(s) in {result.rows_scanned} row(s), "
+        f"{result.violation_count} {result.violation_unit} in {result.rows_scanned} row(s), "
         f"{result.allowed_violations} allowed, {result.elapsed_ms:.0f} ms"
     )
     for row in result.sample:
