@@ -37,7 +37,7 @@ from reflex_actions.demo.history import (
     generate_histories,
 )
 from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.handlers.lesson_store import lesson_urn_for, load_lesson, term_property
+from reflex_actions.handlers.lesson_store import lesson_urn_for, load_lesson, structured_values
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from reflex_actions.vocabulary import (
@@ -153,11 +153,11 @@ class Demo:
         self.say(f"  proposer: {lesson.proposer.name}, confidence {lesson.confidence:.0%}")
 
     def show_report(self, lesson: Lesson) -> None:
-        scope = term_property(self.catalog, lesson.urn, SCOPE)
-        self.say(
-            f"  approval: {term_property(self.catalog, lesson.urn, APPROVAL)}; scope pre-filled: "
-            + ", ".join(display_name(str(u)) for u in scope)
+        scope = ", ".join(
+            display_name(str(u)) for u in structured_values(self.catalog, lesson.urn, SCOPE)
         )
+        approval = structured_values(self.catalog, lesson.urn, APPROVAL)
+        self.say(f"  approval: {approval}; scope pre-filled: {scope}")
         for line in lesson.report.splitlines():
             if line.startswith(
                 (
@@ -247,7 +247,7 @@ def _ownership(demo: Demo) -> bool:
     found = demo.recurrences(lesson, payments)
     lesson = demo.lesson(OWNERSHIP_INCIDENT)
     for dataset, proposal in list(lesson.ownership_proposals.items()):
-        owner = term_property(demo.catalog, dataset, PROPOSED_OWNER)
+        owner = structured_values(demo.catalog, dataset, PROPOSED_OWNER)
         say(f"  proposed owner for {display_name(dataset)}: {owner} ({proposal['reason']})")
         say(f"[5] the steward approves the owner change on {display_name(dataset)}")
         demo.steward_sets(dataset, OWNERSHIP_CHANGE_APPROVAL, "APPROVED")

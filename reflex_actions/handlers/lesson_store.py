@@ -123,7 +123,7 @@ def save_lesson(catalog: Catalog, lesson: Lesson, actor: str) -> None:
     catalog.emit([lesson_term_mcp(lesson, title, actor)])
 
 
-def term_property(catalog: Catalog, urn: str, property_urn: str) -> list[str | float]:
+def structured_values(catalog: Catalog, urn: str, property_urn: str) -> list[str | float]:
     """The current values of one structured property on an entity."""
     properties = catalog.get_aspect(urn, StructuredPropertiesClass)
     for assignment in properties.properties if properties else []:

@@ -26,7 +26,7 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson, term_property
+from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
 from reflex_actions.lessons.model import Lesson
@@ -188,7 +188,7 @@ def on_ownership_decision(
     """Apply (or drop) the pending owner proposal; the steward may have edited the owner."""
     proposal = lesson.ownership_proposals.pop(change.urn)
     actor = ctx.config.service_actor
-    owner = as_text(term_property(ctx.catalog, change.urn, PROPOSED_OWNER)) or proposal["owner"]
+    owner = as_text(structured_values(ctx.catalog, change.urn, PROPOSED_OWNER)) or proposal["owner"]
     if approved:
         ctx.catalog.add_owner(change.urn, owner, proposal["type"], actor)
         detail = (

@@ -11,7 +11,7 @@ from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.handlers.assertions import assertion_mcp
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import save_lesson, term_property
+from reflex_actions.handlers.lesson_store import save_lesson, structured_values
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
@@ -54,7 +54,7 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> No
             lesson.state.value,
         )
         return
-    scope = [str(urn) for urn in term_property(ctx.catalog, lesson.urn, SCOPE)]
+    scope = [str(urn) for urn in structured_values(ctx.catalog, lesson.urn, SCOPE)]
     if lesson.state is LessonState.PUBLISHED and set(scope) == set(lesson.published_scope):
         return  # a redelivered approval: already published on exactly this scope
     actor = ctx.config.service_actor
@@ -66,7 +66,7 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> No
             skipped.append(control)
             continue
         ctx.catalog.emit([assertion_mcp(lesson, urn, control, actor)])
-        covered = [str(v) for v in term_property(ctx.catalog, urn, COVERAGE)]
+        covered = [str(v) for v in structured_values(ctx.catalog, urn, COVERAGE)]
         if lesson.urn not in covered:
             ctx.catalog.set_structured_properties(urn, {COVERAGE: [*covered, lesson.urn]}, actor)
         published.append(urn)

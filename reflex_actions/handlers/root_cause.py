@@ -8,7 +8,7 @@ from reflex_actions.controls import dump_control_yaml, parse_control_yaml
 from reflex_actions.errors import ControlSpecError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson, term_property
+from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
 from reflex_actions.handlers.proposal import propose
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.lessons.validation import CONTROL_TYPE_FOR, parse_steward_control
@@ -44,8 +44,8 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
     """Re-read the steward's root cause and control, validate them, and record the decision;
     an invalid edit sends the lesson back to PROPOSED with the error on its page."""
     catalog, actor = ctx.catalog, ctx.config.service_actor
-    root_cause = as_text(term_property(catalog, lesson.urn, ROOT_CAUSE)) or lesson.root_cause
-    spec_text = as_text(term_property(catalog, lesson.urn, CONTROL_SPEC))
+    root_cause = as_text(structured_values(catalog, lesson.urn, ROOT_CAUSE)) or lesson.root_cause
+    spec_text = as_text(structured_values(catalog, lesson.urn, CONTROL_SPEC))
     source = catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     try:
         if not spec_text.strip():

@@ -19,7 +19,7 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, term_property
+from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.vocabulary import COVERAGE
@@ -36,7 +36,7 @@ class SnapshotRefused(ReflexError):
 def published_lessons(dataset_urn: str, ctx: HandlerContext) -> list[Lesson]:
     """The published lessons whose controls cover this dataset."""
     lessons = []
-    for urn in term_property(ctx.catalog, dataset_urn, COVERAGE):
+    for urn in structured_values(ctx.catalog, dataset_urn, COVERAGE):
         lesson = load_lesson(ctx.catalog, str(urn))
         if (
             lesson

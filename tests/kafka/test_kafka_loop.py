@@ -30,7 +30,7 @@ from reflex_actions.handlers.lesson_store import (
     LESSON_PREFIX,
     lesson_urn_for,
     load_lesson,
-    term_property,
+    structured_values,
 )
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
@@ -91,7 +91,7 @@ class Loop:
             LESSON, {ROOT_CAUSE_STATUS: ["CONFIRMED"]}, STEWARD
         )
         self.wait(
-            lambda: term_property(self.demo.catalog, LESSON, APPROVAL) == ["PENDING"],
+            lambda: structured_values(self.demo.catalog, LESSON, APPROVAL) == ["PENDING"],
             "reflex.approval = PENDING (backtest report written)",
         )
 
@@ -146,7 +146,7 @@ def assert_loop_closed(demo: DemoFolder) -> Lesson:
     lesson = load_lesson(demo.catalog, LESSON)
     assert lesson is not None and lesson.state is LessonState.PUBLISHED
     assert [d["decision"] for d in lesson.decisions] == ["root cause confirmed", "scope approved"]
-    scope = [str(urn) for urn in term_property(demo.catalog, LESSON, SCOPE)]
+    scope = [str(urn) for urn in structured_values(demo.catalog, LESSON, SCOPE)]
     assert LEDGER in scope and sorted(lesson.published_scope) == sorted(scope)
 
     assertions = latest_aspects(demo.store, "assertionInfo", "urn:li:assertion:")

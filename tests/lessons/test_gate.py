@@ -37,7 +37,7 @@ from reflex_actions.handlers.lesson_store import (
     LESSON_PROPERTY,
     lesson_urn_for,
     load_lesson,
-    term_property,
+    structured_values,
 )
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
@@ -106,7 +106,7 @@ class Estate:
         return lesson
 
     def prop(self, property_urn: str, urn: str = LESSON) -> list[str | float]:
-        return term_property(self.catalog, urn, property_urn)
+        return structured_values(self.catalog, urn, property_urn)
 
     def lesson_terms(self) -> list[str]:
         """Glossary terms under the lessons node."""
