@@ -6,6 +6,7 @@ import logging
 
 from reflex_actions.backtest import backtest
 from reflex_actions.backtest.history import History
+from reflex_actions.backtest.metrics import BacktestReport, Scores
 from reflex_actions.backtest.report import render_markdown
 from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.handlers.context import HandlerContext
@@ -118,4 +119,26 @@ def _backtest_section(
         if control.runs_on_landed_data and ctx.history_for(c.urn) is None
     ]
     note = f"\n\nNo history for: {', '.join(missing)}." if missing else ""
-    return render_markdown(report) + note
+    return _scope_summary(report, lesson, resolution) + render_markdown(report) + note
+
+
+def _scope_summary(report: BacktestReport, lesson: Lesson, resolution: Resolution) -> str:
+    """The figures for what approval would publish (the source and the recommended
+    candidates); the tables below also cover the near misses, for comparison."""
+    names = {
+        display_name(urn)
+        for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.recommended)]
+    }
+    outcomes = [
+        o for o in report.per_snapshot if o.dataset in names or o.dataset.startswith("ownership")
+    ]
+    datasets = [d for d in report.datasets if d.dataset in names]
+    scores = Scores.compute(outcomes, len(datasets), sum(d.applicable for d in datasets))
+    precision = "n/a" if scores["precision"] is None else f"{scores['precision']:.0%}"
+    recall = "n/a" if scores["recall"] is None else f"{scores['recall']:.0%}"
+    return (
+        f"**Recommended scope** ({len(names)} datasets): precision {precision}, recall {recall}, "
+        f"{scores['true_positives']} labelled failures caught, {scores['false_positives']} false "
+        f"alarms, {scores['false_negatives']} missed, {scores['not_evaluable']} snapshots not "
+        "evaluable.\n\n"
+    )
