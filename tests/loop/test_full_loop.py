@@ -19,6 +19,7 @@ from datahub.metadata.schema_classes import (
     StructuredPropertiesClass,
 )
 
+from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
     LANDING_DAY,
@@ -28,7 +29,7 @@ from reflex_actions.demo.history import (
 )
 from reflex_actions.demo.run import STEWARD
 from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
-from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.handlers.lesson_store import lesson_urn_for, load_lesson
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import COVERAGE, OWNERSHIP_CHANGE_APPROVAL
 from tests.loop.conftest import FullLoop
@@ -186,3 +187,17 @@ def _value(properties: StructuredPropertiesClass, property_urn: str) -> str | fl
         if assignment.propertyUrn == property_urn:
             return assignment.values[0] if assignment.values else None
     return None
+
+
+def test_the_report_leads_with_the_recommended_scope(full_loop: FullLoop) -> None:
+    """The refunds near miss (every snapshot a false alarm) is in the tables, not the headline."""
+    lesson = load_lesson(
+        LiteCatalog(full_loop.workdir / "reflex.db"), lesson_urn_for(PAYMENTS_INCIDENT)
+    )
+    assert lesson is not None
+    assert lesson.report.startswith("#### Compiled control")
+    assert (
+        "**Recommended scope** (4 datasets): precision 100%, recall 100%, 7 labelled failures "
+        "caught, 0 false alarms, 0 missed, 1 snapshots not evaluable." in lesson.report
+    )
+    assert "| finance.refunds | 30 | 0 | 30 |" in lesson.report
