@@ -101,6 +101,10 @@ def demo_command(workdir: Path) -> None:
 
     from reflex_actions.demo.run import run_demo
 
-    if workdir.exists():
-        shutil.rmtree(workdir)
+    if workdir.exists() and any(workdir.iterdir()):
+        if not (workdir / "reflex.db").is_file():
+            raise click.UsageError(
+                f"{workdir} is not empty and holds no earlier demo: choose another --dir"
+            )
+        shutil.rmtree(workdir)  # an earlier demo's folder: start afresh
     sys.exit(0 if run_demo(workdir, click.echo) else 1)

@@ -126,3 +126,12 @@ def test_bad_inputs_exit_2(tmp_path: Path) -> None:
     garbage.write_text("{not json")
     code, output = run("load", str(garbage), "--store", store)
     assert code == 2 and "cannot read metadata file" in output
+
+
+def test_demo_refuses_a_folder_that_is_not_its_own(tmp_path: Path) -> None:
+    keep = tmp_path / "important.txt"
+    keep.write_text("do not delete")
+    code, output = run("demo", "--dir", str(tmp_path))
+    assert code == 2
+    assert "holds no earlier demo" in output
+    assert keep.read_text() == "do not delete"
