@@ -94,10 +94,12 @@ def _backtest_section(
     control on the estate's ownership snapshots."""
     histories: list[History] = []
     controls: dict[str, Control] = {}
+    without_history: list[str] = []
     if control.runs_on_landed_data:
         for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]:
             history = ctx.history_for(urn)
             if history is None:
+                without_history.append(urn)
                 continue
             histories.append(history)
             if urn in mappings:
@@ -113,11 +115,7 @@ def _backtest_section(
         memory_limit=ctx.config.backtest.memory_limit,
         controls_by_dataset=controls,
     )
-    missing = [
-        display_name(c.urn)
-        for c in resolution.recommended
-        if control.runs_on_landed_data and ctx.history_for(c.urn) is None
-    ]
+    missing = [display_name(c.urn) for c in resolution.recommended if c.urn in without_history]
     note = f"\n\nNo history for: {', '.join(missing)}." if missing else ""
     return _scope_summary(report, lesson, resolution) + render_markdown(report) + note
 
