@@ -15,7 +15,7 @@ from reflex_actions.handlers.lesson_store import save_lesson, structured_values
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
-from reflex_actions.vocabulary import COVERAGE, SCOPE, display_name
+from reflex_actions.vocabulary import APPROVAL, COVERAGE, SCOPE, display_name
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,16 @@ def lesson_title(lesson: Lesson, ctx: HandlerContext) -> str:
 
 
 def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
+    if change.property_values(APPROVAL, previous=True) != ["PENDING"]:
+        # Approving is a decision on the backtest report: it must follow PENDING, which Reflex
+        # sets once the report is written (an approval typed together with the confirmation
+        # would approve a report nobody has seen).
+        logger.warning(
+            "lesson %s: approval by %s ignored: reflex.approval was not PENDING before it",
+            lesson.urn,
+            change.actor,
+        )
+        return
     if lesson.state not in (LessonState.PENDING_APPROVAL, LessonState.PUBLISHED):
         logger.warning(
             "lesson %s approved by %s while %s: nothing published (it must be confirmed and "

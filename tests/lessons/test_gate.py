@@ -442,3 +442,19 @@ def test_a_member_of_an_approver_group_is_authorized(drafted: Estate) -> None:
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
     assert lesson.decisions[-1]["actor"] == ZOE
+
+
+def test_an_approval_typed_with_the_confirmation_publishes_nothing(drafted: Estate) -> None:
+    """Approval decides on the backtest report, so it must follow PENDING; one edit setting
+    CONFIRMED and APPROVED together backtests but does not publish."""
+    ctx = drafted.context(histories=False)
+    both = drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"}, ALICE)
+    on_lesson_properties(both, ctx)
+    lesson = drafted.lesson()
+    assert lesson.state is LessonState.PENDING_APPROVAL
+    assert lesson.published_scope == []
+    assert not [row for row in drafted.rows() if str(row[1]).startswith("urn:li:assertion:")]
+
+    # approving the written report then publishes
+    on_lesson_properties(drafted.steward_sets({APPROVAL: "APPROVED"}, ALICE), ctx)
+    assert drafted.lesson().state is LessonState.PUBLISHED
