@@ -242,8 +242,8 @@ def _ownership(demo: Demo) -> bool:
     found = demo.recurrences(lesson, payments)
     lesson = demo.lesson(OWNERSHIP_INCIDENT)
     for dataset, proposal in list(lesson.ownership_proposals.items()):
-        owner = structured_values(demo.catalog, dataset, PROPOSED_OWNER)
-        say(f"  proposed owner for {display_name(dataset)}: {owner} ({proposal['reason']})")
+        owner = ", ".join(str(v) for v in structured_values(demo.catalog, dataset, PROPOSED_OWNER))
+        say(f"  reflex.proposedOwner on {display_name(dataset)}: {owner} ({proposal['reason']})")
         say(f"[5] the steward approves the owner change on {display_name(dataset)}")
         demo.steward_sets(dataset, OWNERSHIP_CHANGE_APPROVAL, "APPROVED")
         owners = demo.catalog.dataset(dataset).owners  # type: ignore[union-attr]
