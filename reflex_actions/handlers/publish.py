@@ -20,12 +20,13 @@ from reflex_actions.vocabulary import APPROVAL, COVERAGE, SCOPE, display_name
 logger = logging.getLogger(__name__)
 
 
-def control_for(lesson: Lesson, dataset: DatasetContext, ctx: HandlerContext) -> Control | str:
+def control_for(
+    lesson: Lesson, dataset: DatasetContext, source: DatasetContext | None, ctx: HandlerContext
+) -> Control | str:
     """The lesson's control as it runs on ``dataset`` (its own field names), or why it cannot."""
     assert lesson.control is not None
     control = parse_control_spec(lesson.control)
     mapping = dict(lesson.field_mappings.get(dataset.urn, {}))
-    source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     for field in source_fields(source or dataset, control.dataset_fields()):
         if field.name in mapping or dataset.urn == lesson.source_dataset:
             continue
@@ -68,10 +69,13 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> No
     if lesson.state is LessonState.PUBLISHED and set(scope) == set(lesson.published_scope):
         return  # a redelivered approval: already published on exactly this scope
     actor = ctx.config.service_actor
+    source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     published, skipped = [], []
     for urn in scope:
         dataset = ctx.catalog.dataset(urn)
-        control = control_for(lesson, dataset, ctx) if dataset else f"{urn} is not in the catalog"
+        control = (
+            control_for(lesson, dataset, source, ctx) if dataset else f"{urn} is not in the catalog"
+        )
         if isinstance(control, str):
             skipped.append(control)
             continue
