@@ -19,18 +19,13 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot
 from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.vocabulary import COVERAGE
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_PARTITION = "FULL_TABLE_SNAPSHOT"
-
-
-class SnapshotRefused(ReflexError):
-    """The landed snapshot cannot be located, or lies outside the allowed roots."""
 
 
 def published_lessons(dataset_urn: str, ctx: HandlerContext) -> list[Lesson]:
@@ -47,33 +42,6 @@ def published_lessons(dataset_urn: str, ctx: HandlerContext) -> list[Lesson]:
     return lessons
 
 
-def locate_snapshot(
-    operation: OperationClass, dataset_name: str, platform: str, ctx: HandlerContext
-) -> tuple[Path, str]:
-    """The landed snapshot's path and id, restricted to the configured allowed roots."""
-    landing = ctx.config.landing
-    properties = operation.customProperties or {}
-    partition = operation.partitionSpec.partition if operation.partitionSpec else DEFAULT_PARTITION
-    snapshot_id = properties.get("snapshot_id") or (
-        partition if partition != DEFAULT_PARTITION else ""
-    )
-    if properties.get("snapshot"):
-        path = Path(properties["snapshot"])
-    elif landing.locator and snapshot_id:
-        path = Path(
-            landing.locator.format(name=dataset_name, platform=platform, snapshot_id=snapshot_id)
-        )
-    else:
-        raise SnapshotRefused(
-            "the operation names no snapshot (customProperties.snapshot or snapshot_id) "
-            "and no landing locator is configured"
-        )
-    resolved = path.resolve()
-    if not any(resolved.is_relative_to(root.resolve()) for root in landing.allowed_roots):
-        raise SnapshotRefused(f"snapshot {path} is outside the allowed roots")
-    return resolved, snapshot_id or resolved.stem
-
-
 def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     lessons = published_lessons(change.urn, ctx)
     if not lessons:
@@ -86,7 +54,9 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     path: Path | None = None
     refused: str | None = None
     try:
-        path, snapshot_id = locate_snapshot(operation, dataset.name, dataset.platform, ctx)
+        path, snapshot_id = locate_snapshot(
+            operation, dataset.name, dataset.platform, ctx.config.landing
+        )
     except SnapshotRefused as refusal:
         logger.warning("not running controls on %s: %s", change.urn, refusal)
         snapshot_id, refused = f"refused-{operation.timestampMillis}", str(refusal)
