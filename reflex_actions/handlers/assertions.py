@@ -41,6 +41,9 @@ from reflex_actions.sql import Relation
 from reflex_actions.vocabulary import display_name
 
 CONTROL_PROPERTY = "reflex.control"
+LESSON_OF_ASSERTION = "reflex.lesson"
+#: incidentInfo.customType of the incidents Reflex raises itself (incident B)
+RECURRENCE_TYPE = "REFLEX_RECURRENCE"
 SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
 
 
@@ -72,7 +75,7 @@ def assertion_mcp(
         source=AssertionSourceClass(type=AssertionSourceTypeClass.EXTERNAL),
         description=f"{control.describe()} (Reflex lesson from {lesson.incident})",
         customProperties={
-            "reflex.lesson": lesson.urn,
+            LESSON_OF_ASSERTION: lesson.urn,
             "reflex.incident": lesson.incident,
             CONTROL_PROPERTY: dump_control_yaml(control),
         },
@@ -160,7 +163,7 @@ def record_recurrence(
         stamp = AuditStampClass(time=timestamp_ms, actor=actor)
         info = IncidentInfoClass(
             type=IncidentTypeClass.CUSTOM,
-            customType="REFLEX_RECURRENCE",
+            customType=RECURRENCE_TYPE,
             title=f"Recurrence on {display_name(dataset_urn)}: {lesson_title}"[:300],
             description=description,
             entities=[dataset_urn],

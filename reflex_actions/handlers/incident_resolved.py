@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from datahub.metadata.schema_classes import IncidentInfoClass, IncidentStateClass
+from datahub.metadata.schema_classes import (
+    AssertionInfoClass,
+    IncidentInfoClass,
+    IncidentStateClass,
+)
 
+from reflex_actions.handlers.assertions import LESSON_OF_ASSERTION, RECURRENCE_TYPE
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import (
@@ -13,6 +18,7 @@ from reflex_actions.handlers.lesson_store import (
     lesson_term_mcp,
     lesson_urn_for,
     load_lesson,
+    save_lesson,
 )
 from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts
@@ -31,6 +37,10 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         IncidentStateClass.ACTIVE,
         IncidentStateClass.RESOLVED,
     ):
+        return
+    if after.customType == RECURRENCE_TYPE:
+        # Reflex raised it (incident B): it is a recurrence of a lesson, never a new lesson.
+        _link_resolved_recurrence(change, after, ctx)
         return
     lesson_urn = lesson_urn_for(change.urn)
     if load_lesson(ctx.catalog, lesson_urn) is not None:
@@ -65,3 +75,35 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
     logger.info(
         "drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern.value, change.urn
     )
+
+
+def _link_resolved_recurrence(
+    change: AspectChange, info: IncidentInfoClass, ctx: HandlerContext
+) -> None:
+    """Note on the lesson that raised incident B that B was resolved, by whom and how."""
+    assertion = info.source.sourceUrn if info.source else None
+    assertion_info = ctx.catalog.get_aspect(assertion, AssertionInfoClass) if assertion else None
+    lesson_urn = (
+        (assertion_info.customProperties or {}).get(LESSON_OF_ASSERTION)
+        if (assertion_info)
+        else None
+    )
+    lesson = load_lesson(ctx.catalog, lesson_urn) if lesson_urn else None
+    recurrence = (
+        next((r for r in lesson.recurrences if r["incident"] == change.urn), None)
+        if lesson
+        else None
+    )
+    if lesson is None or recurrence is None:
+        logger.warning(
+            "%s was resolved; it is a Reflex recurrence incident but no lesson lists it, so no "
+            "lesson is drafted from it",
+            change.urn,
+        )
+        return
+    resolution = {"by": change.actor, "at": change.time_ms, "note": info.status.message or ""}
+    if recurrence.get("resolved") == resolution:
+        return  # redelivered
+    recurrence["resolved"] = resolution
+    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    logger.info("lesson %s: recurrence %s resolved by %s", lesson.urn, change.urn, change.actor)

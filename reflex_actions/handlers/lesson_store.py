@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import GlossaryTermInfoClass, StructuredPropertiesClass
@@ -88,10 +89,7 @@ def render_definition(lesson: Lesson, title: str) -> str:
         lines += [f"- {display_name(urn)}" for urn in lesson.published_scope]
     if lesson.recurrences:
         lines += ["", "#### Recurrences caught"]
-        lines += [
-            f"- `{r['incident']}` on {display_name(r['dataset'])} (snapshot {r['snapshot']})"
-            for r in lesson.recurrences
-        ]
+        lines += [_recurrence_line(r) for r in lesson.recurrences]
     if lesson.decisions:
         lines += ["", "#### Decisions"]
         lines += [
@@ -100,6 +98,19 @@ def render_definition(lesson: Lesson, title: str) -> str:
             for d in lesson.decisions
         ]
     return "\n".join(lines) + "\n"
+
+
+def _recurrence_line(recurrence: dict[str, Any]) -> str:
+    line = (
+        f"- `{recurrence['incident']}` on {display_name(recurrence['dataset'])} "
+        f"(snapshot {recurrence['snapshot']})"
+    )
+    resolved = recurrence.get("resolved")
+    if resolved:
+        line += f", resolved by {resolved['by']} at {resolved['at']}"
+        if resolved.get("note"):
+            line += f": {resolved['note']}"
+    return line
 
 
 def lesson_term_mcp(lesson: Lesson, title: str, actor: str) -> MetadataChangeProposalWrapper:
