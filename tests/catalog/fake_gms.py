@@ -1,26 +1,47 @@
 """A FAKE DataHub GMS: it stands in for the server at the HTTP edge because no GMS can run here.
 
 It serves exactly the endpoints ``DataHubGraph`` calls for ``ServerCatalog``, answering in the
-shapes GMS answers in (Rest.li JSON for aspects, the OpenAPI v1 relationships result, GraphQL for
-search), and records every request so tests can check what was asked of the server. It holds
-canned state only: written aspects become readable, but writes do not feed its search documents
-or relationship edges, which tests set directly. Anything else it answers 404 and lists in
-``unserved`` so a test notices a call the fake does not model.
+shapes GMS answers in (Rest.li JSON for aspects, timeseries values, the OpenAPI v1 relationships
+result, GraphQL for search), and records every request so tests can check what was asked of the
+server. Writes are as strict as GMS's: each value must fit its aspect's schema, a PATCH is
+applied to the stored value the way GMS applies it (``gms_patch``), structured property values
+are validated against their definitions (``gms_validation``), and a batch with one bad proposal
+is refused whole with HTTP 422. Every write that changes something emits the MetadataChangeLog
+GMS would (``change_log``): the aspect, its previous value and ``created.actor`` = the
+authenticated principal (a bearer token's, or ``__datahub_system`` without one, as on a
+quickstart with metadata-service auth off). Writes also feed the search documents and the
+``DownstreamOf`` edges, which tests may set directly too. Anything else it answers 404 and lists
+in ``unserved`` so a test notices a call the fake does not model.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from datahub.emitter.serialization_helper import pre_json_transform
+from datahub.emitter.serialization_helper import post_json_transform, pre_json_transform
 from datahub.ingestion.graph.client import entity_type_to_graphql
-from datahub.metadata.schema_classes import ASPECT_NAME_MAP, KEY_ASPECT_NAMES, _Aspect
+from datahub.metadata.schema_classes import (
+    ASPECT_NAME_MAP,
+    KEY_ASPECT_NAMES,
+    AuditStampClass,
+    ChangeTypeClass,
+    GenericAspectClass,
+    MetadataChangeLogClass,
+    SystemMetadataClass,
+    _Aspect,
+)
 from datahub.utilities.urns.urn import guess_entity_type
+
+from tests.catalog.gms_patch import PatchError, apply_patch
+from tests.catalog.gms_validation import structured_property_errors
 
 #: What ``GET /config`` returns on an OSS quickstart (trimmed to the keys clients read).
 CONFIG: dict[str, Any] = {
@@ -38,6 +59,18 @@ CONFIG: dict[str, Any] = {
 
 _RELATIONSHIPS = "/openapi/relationships/v1/"
 _PAGE = 200  # the relationships endpoint's default page size
+#: Who GMS records for a request without a token when metadata-service auth is off.
+SYSTEM_ACTOR = "urn:li:corpuser:__datahub_system"
+_DOWNSTREAM_OF = "DownstreamOf"
+_JSON = "application/json"
+
+
+class Rejected(Exception):
+    """A proposal GMS refuses; ``status`` is the HTTP status it answers with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -48,6 +81,8 @@ class Recorded:
     path: str
     query: dict[str, list[str]]
     body: Any
+    #: the bearer token of the ``Authorization`` header, if any
+    token: str | None = None
 
 
 def _restli_error(status: int, message: str) -> dict[str, Any]:
@@ -74,17 +109,46 @@ def _matches(document: dict[str, set[str]], rule: dict[str, Any]) -> bool:
     return hit != bool(rule.get("negated", False))
 
 
+def _search_fields(urn: str, name: str, value: dict[str, Any]) -> dict[str, set[str]]:
+    """The search-index fields a dataset aspect feeds (a subset of GMS's @Searchable ones)."""
+    if not urn.startswith("urn:li:dataset:"):
+        return {}
+    if name == "domains":
+        return {"domains": set(value.get("domains") or [])}
+    if name == "ownership":
+        return {"owners": {o["owner"] for o in value.get("owners") or []}}
+    if name == "schemaMetadata":
+        return {"fieldPaths": {f["fieldPath"] for f in value.get("fields") or []}}
+    if name == "status":
+        return {"removed": {"true"} if value.get("removed") else set()}
+    return {}
+
+
+def _platform(urn: str) -> set[str]:
+    """``urn:li:dataset:(urn:li:dataPlatform:snowflake,x,PROD)`` -> its platform urn."""
+    return {urn.removeprefix("urn:li:dataset:(").split(",", 1)[0]}
+
+
 class FakeGmsServer:
     """A FAKE standing in for DataHub GMS at the HTTP edge, since no GMS can run here.
 
-    Runs on 127.0.0.1 with an ephemeral port in a daemon thread; use it as a context manager.
+    ``tokens`` maps each bearer token GMS accepts to its principal (a user urn); a request with
+    another token is refused with 401. Runs on 127.0.0.1 with an ephemeral port in a daemon
+    thread; use it as a context manager.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
         self.requests: list[Recorded] = []
         self.unserved: list[Recorded] = []
+        #: every MetadataChangeLog emitted, oldest first (see ``take_change_log``)
+        self.change_log: list[MetadataChangeLogClass] = []
+        self._read = 0  # how much of change_log take_change_log has handed out
+        self._tokens = dict(tokens or {})
         self._aspects: dict[str, dict[str, Any]] = {}  # urn -> aspect name -> Rest.li JSON
+        # (urn, aspect name) -> (timestampMillis, partition) -> Rest.li JSON
+        self._timeseries: dict[tuple[str, str], dict[tuple[int, str], dict[str, Any]]] = {}
         self._edges: list[tuple[str, str, str]] = []  # (source, relationship, destination)
+        self._lineage: dict[str, set[str]] = {}  # dataset -> upstreams, from upstreamLineage
         self._documents: dict[str, dict[str, set[str]]] = {}  # urn -> search field -> values
         self._failures: dict[str, int] = {}  # path prefix -> HTTP status
         self._query_rejection: str | None = None
@@ -112,11 +176,15 @@ class FakeGmsServer:
 
     # --- canned state ---------------------------------------------------------------------------
     def put_aspect(self, urn: str, aspect: _Aspect) -> None:
-        """Store ``aspect`` as GMS would serve it (Rest.li JSON)."""
+        """Store ``aspect`` as GMS would serve it (Rest.li JSON), emitting no change log."""
         with self._lock:
-            self._aspects.setdefault(urn, {})[aspect.ASPECT_NAME] = pre_json_transform(
-                aspect.to_obj()
-            )
+            self._store(urn, aspect.ASPECT_NAME, pre_json_transform(aspect.to_obj()))
+
+    def take_change_log(self) -> list[MetadataChangeLogClass]:
+        """The change log emitted since the last call, oldest first (a consumer's next poll)."""
+        with self._lock:
+            taken, self._read = self.change_log[self._read :], len(self.change_log)
+            return taken
 
     def add_edge(self, source: str, relationship: str, destination: str) -> None:
         """A graph-index edge, e.g. (downstream, ``DownstreamOf``, upstream)."""
@@ -151,6 +219,8 @@ class FakeGmsServer:
         """Route one request to the endpoint GMS would serve it from."""
         with self._lock:
             self.requests.append(request)
+            if request.token is not None and request.token not in self._tokens:
+                return 401, _restli_error(401, "Unauthorized: the token is not recognized")
             status = next(
                 (s for prefix, s in self._failures.items() if request.path.startswith(prefix)),
                 None,
@@ -169,6 +239,9 @@ class FakeGmsServer:
             if route == ("POST", "/api/graphql"):
                 return self._graphql(request)
             if route == ("POST", "/aspects"):
+                action = request.query.get("action", [""])[0]
+                if action == "getTimeseriesAspectValues":
+                    return self._timeseries_values(request)
                 return self._ingest(request)
             self.unserved.append(request)
             return 404, _restli_error(404, f"the fake GMS does not serve {request.path}")
@@ -202,10 +275,17 @@ class FakeGmsServer:
         urn = request.query["urn"][0]
         types = set(request.query["relationshipTypes"])
         incoming = request.query["direction"][0] == "INCOMING"
+        derived = [
+            (dataset, _DOWNSTREAM_OF, upstream)
+            for dataset, upstreams in self._lineage.items()
+            for upstream in upstreams
+        ]
         related = sorted(
-            (kind, source if incoming else destination)
-            for source, kind, destination in self._edges
-            if kind in types and (destination if incoming else source) == urn
+            {
+                (kind, source if incoming else destination)
+                for source, kind, destination in [*self._edges, *derived]
+                if kind in types and (destination if incoming else source) == urn
+            }
         )
         start = int(request.query.get("start", ["0"])[0])
         page = related[start : start + int(request.query.get("count", [str(_PAGE)])[0])]
@@ -239,8 +319,41 @@ class FakeGmsServer:
             "data": {"scrollAcrossEntities": {"nextScrollId": None, "searchResults": results}}
         }
 
+    def _timeseries_values(self, request: Recorded) -> tuple[int, Any]:
+        """``POST /aspects?action=getTimeseriesAspectValues``: the newest values first."""
+        body = request.body or {}
+        urn, name = body.get("urn", ""), body.get("aspect", "")
+        aspect_class = ASPECT_NAME_MAP.get(name)
+        if aspect_class is None or aspect_class.get_aspect_type() != "timeseries":
+            return 400, _restli_error(400, f"{str(name)[:100]} is not a timeseries aspect")
+        criteria = [
+            rule
+            for clause in (body.get("filter") or {}).get("or", [])
+            for rule in clause.get("and", [])
+        ]
+        if any(rule.get("condition", "EQUAL") != "EQUAL" for rule in criteria):
+            self.unserved.append(request)
+            return 400, _restli_error(400, "the fake GMS models only EQUAL timeseries filters")
+        events = sorted(
+            self._timeseries.get((urn, name), {}).items(), key=lambda item: item[0], reverse=True
+        )
+        values = [
+            {"aspect": {"value": json.dumps(value), "contentType": _JSON}}
+            for _, value in events
+            if all(str(value.get(r["field"])) in r["values"] for r in criteria)
+        ][: int(body.get("limit", 10000))]
+        return 200, {
+            "value": {
+                "entityName": guess_entity_type(urn),
+                "aspectName": name,
+                "limit": body.get("limit"),
+                "values": values,
+            }
+        }
+
     def _ingest(self, request: Recorded) -> tuple[int, Any]:
-        """``POST /aspects?action=ingestProposal[Batch]``: store each proposed aspect."""
+        """``POST /aspects?action=ingestProposal[Batch]``: validate every proposal, then write
+        them all and emit their change logs, or write none (HTTP 422 naming the problem)."""
         action = request.query.get("action", [""])[0]
         if action == "ingestProposal":
             proposals = [request.body["proposal"]]
@@ -249,11 +362,103 @@ class FakeGmsServer:
         else:
             self.unserved.append(request)
             return 404, _restli_error(404, f"the fake GMS does not serve action {action}")
-        for proposal in proposals:
-            value = json.loads(proposal["aspect"]["value"])
-            self._aspects.setdefault(proposal["entityUrn"], {})[proposal["aspectName"]] = value
+        actor = self._tokens.get(request.token or "", SYSTEM_ACTOR)
+        staged = {urn: dict(aspects) for urn, aspects in self._aspects.items()}
+        events: list[tuple[str, str, dict[str, Any], dict[str, Any] | None, Any]] = []
+        try:
+            for proposal in proposals:
+                urn, name, value, previous = self._proposed(proposal, staged)
+                if ASPECT_NAME_MAP[name].get_aspect_type() == "timeseries" or value != previous:
+                    staged.setdefault(urn, {})[name] = value
+                    events.append((urn, name, value, previous, proposal.get("systemMetadata")))
+        except Rejected as rejected:
+            return rejected.status, _restli_error(rejected.status, str(rejected))
+        now = int(time.time() * 1000)
+        for urn, name, value, previous, system_metadata in events:
+            self._store(urn, name, value)
+            self.change_log.append(
+                _change_log(urn, name, value, previous, system_metadata, actor, now)
+            )
         urns = [proposal["entityUrn"] for proposal in proposals]
         return 200, {"value": urns if action == "ingestProposalBatch" else urns[0]}
+
+    def _proposed(
+        self, proposal: dict[str, Any], staged: dict[str, dict[str, Any]]
+    ) -> tuple[str, str, dict[str, Any], dict[str, Any] | None]:
+        """(urn, aspect name, value to write, previous value) of one proposal, or Rejected."""
+        urn, name = proposal.get("entityUrn") or "", proposal.get("aspectName") or ""
+        aspect_class = ASPECT_NAME_MAP.get(name)
+        if not urn.startswith("urn:li:") or aspect_class is None:
+            raise Rejected(422, f"unknown entity or aspect: {urn[:200]!r} {name[:100]!r}")
+        timeseries = aspect_class.get_aspect_type() == "timeseries"
+        previous = None if timeseries else staged.get(urn, {}).get(name)
+        try:
+            body = json.loads(proposal["aspect"]["value"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise Rejected(400, f"{name} of {urn}: the aspect is not JSON ({error})") from None
+        change_type = proposal.get("changeType")
+        if change_type == ChangeTypeClass.UPSERT:
+            value = body
+        elif change_type == ChangeTypeClass.PATCH and not timeseries:
+            try:
+                value = apply_patch(name, copy.deepcopy(previous), body)
+            except PatchError as error:
+                raise Rejected(422, f"{name} of {urn}: {error}") from None
+        else:
+            raise Rejected(422, f"the fake GMS does not accept {change_type} of {name}")
+        try:
+            aspect_class.from_obj(post_json_transform(value))
+        except Exception as error:
+            raise Rejected(422, f"{name} of {urn} does not fit its schema: {error}") from None
+        if name == "structuredProperties":
+            errors = structured_property_errors(
+                value, lambda prop: staged.get(prop, {}).get("propertyDefinition")
+            )
+            if errors:
+                raise Rejected(422, f"Failed to validate {name} of {urn}: " + "; ".join(errors))
+        return urn, name, value, previous
+
+    def _store(self, urn: str, name: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` and bring the search documents and lineage edges up to date."""
+        if ASPECT_NAME_MAP[name].get_aspect_type() == "timeseries":
+            partition = json.dumps(value.get("partitionSpec"), sort_keys=True)
+            self._timeseries.setdefault((urn, name), {})[(value["timestampMillis"], partition)] = (
+                value
+            )
+            return
+        self._aspects.setdefault(urn, {})[name] = value
+        fields = _search_fields(urn, name, value)
+        if urn.startswith("urn:li:dataset:"):
+            document = self._documents.setdefault(urn, {"platform": _platform(urn)})
+            document.update(fields)
+        if name == "upstreamLineage":
+            self._lineage[urn] = {u["dataset"] for u in value.get("upstreams") or []}
+
+
+def _change_log(
+    urn: str,
+    name: str,
+    value: dict[str, Any],
+    previous: dict[str, Any] | None,
+    system_metadata: dict[str, Any] | None,
+    actor: str,
+    now: int,
+) -> MetadataChangeLogClass:
+    """The MetadataChangeLog GMS publishes for one write (a patch is logged as its result)."""
+
+    def generic(aspect: dict[str, Any]) -> GenericAspectClass:
+        return GenericAspectClass(value=json.dumps(aspect).encode(), contentType=_JSON)
+
+    return MetadataChangeLogClass(
+        entityType=guess_entity_type(urn),
+        entityUrn=urn,
+        changeType=ChangeTypeClass.UPSERT,
+        aspectName=name,
+        aspect=generic(value),
+        previousAspectValue=generic(previous) if previous is not None else None,
+        systemMetadata=SystemMetadataClass.from_obj(system_metadata) if system_metadata else None,
+        created=AuditStampClass(time=now, actor=actor),
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -261,11 +466,13 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        authorization = self.headers.get("Authorization") or ""
         request = Recorded(
             method=self.command,
             path=unquote(parts.path),
             query=parse_qs(parts.query, keep_blank_values=True),
             body=json.loads(raw) if raw else None,
+            token=authorization.removeprefix("Bearer ").strip() or None,
         )
         status, payload = self.server.fake.answer(request)  # type: ignore[attr-defined]
         data = json.dumps(payload).encode()

@@ -1,8 +1,10 @@
 """The conformance suite every catalog store passes.
 
-It runs for real against the embedded DataHub Lite store, and against a DataHub server when
-``DATAHUB_GMS_URL`` is set (otherwise those cases are skipped, saying so). Urns carry a random
-suffix so a shared server is never polluted with colliding test data.
+It runs for real against the embedded DataHub Lite store; ``ServerCatalog`` runs it over a real
+``DataHubGraph`` against the FAKE GMS (``tests.catalog.fake_gms``, as strict as GMS at the HTTP
+edge) in every run, and against a DataHub server when ``DATAHUB_GMS_URL`` is set (otherwise
+that case is skipped, saying so). Urns carry a random suffix so a shared server is never
+polluted with colliding test data.
 """
 
 from __future__ import annotations
@@ -47,24 +49,33 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.catalog.server import ServerCatalog
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.catalog.builders import field, schema
+from tests.catalog.fake_gms import FakeGmsServer
 
 T = TypeVar("T")
 GMS_URL = os.environ.get("DATAHUB_GMS_URL")
 
 
-@pytest.fixture(params=["lite", "server"])
+@pytest.fixture(params=["lite", "fake-gms", "server"])
 def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]:
-    if request.param == "server":
-        if not GMS_URL:
-            pytest.skip("no DataHub server: set DATAHUB_GMS_URL to run the suite against one")
-        from reflex_actions.catalog.server import ServerCatalog
-
-        store: Catalog = ServerCatalog.from_config(GMS_URL, os.environ.get("DATAHUB_GMS_TOKEN"))
-    else:
-        store = LiteCatalog(tmp_path / "lite.db")
+    if request.param == "lite":
+        store: Catalog = LiteCatalog(tmp_path / "lite.db")
+        yield store
+        store.close()
+        return
+    if request.param == "fake-gms":
+        with FakeGmsServer() as fake:
+            store = ServerCatalog.from_config(fake.url)
+            yield store
+            store.close()
+        assert not fake.unserved, f"calls the fake GMS does not model: {fake.unserved}"
+        return
+    if not GMS_URL:
+        pytest.skip("no DataHub server: set DATAHUB_GMS_URL to run the suite against one")
+    store = ServerCatalog.from_config(GMS_URL, os.environ.get("DATAHUB_GMS_TOKEN"))
     yield store
     store.close()
 

@@ -47,6 +47,7 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.catalog.base import CatalogError
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.server import DOWNSTREAM_OF, ServerCatalog
 from reflex_actions.catalog.translate import DATASET_ASPECTS
 from tests.catalog.builders import field, schema
@@ -309,6 +310,8 @@ class TestWrites:
     ) -> None:
         """A patch lets GMS merge the change: no read-modify-write race with a steward."""
         prop = "urn:li:structuredProperty:reflex.approval"
+        for mcp in bootstrap_mcps():  # GMS refuses values of a property it has no definition of
+            fake.put_aspect(mcp.entityUrn, mcp.aspect)
         catalog.set_structured_properties(PAYMENTS, {prop: ["PENDING"]}, CAROL)
 
         (request,) = fake.requests_to("/aspects", "POST")
