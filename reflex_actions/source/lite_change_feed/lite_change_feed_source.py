@@ -22,21 +22,26 @@ the action declined the event, and on Kafka the next commit moves past such a me
 holding the offset back for it would stall the feed on one event. A row that cannot be turned
 into an event (malformed JSON, unparsable urn) is logged and counts as delivered.
 
-One source per offset file. The feed reads through a query-only connection: it never writes to
-the store, and needs no part of Reflex's write lock.
+One live source per offset file: a second would deliver every event again and overwrite the first
+one's offset, so it is refused (see ``_OffsetFileLock``). The feed reads through a query-only
+connection: it never writes to the store, and needs no part of Reflex's write lock.
 """
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import logging
 import os
 import sqlite3
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterable
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from datahub.configuration import ConfigModel
 from datahub.emitter.aspect import JSON_CONTENT_TYPE, TIMESERIES_ASPECT_MAP
@@ -112,12 +117,24 @@ class _Offsets:
         if not path.exists():
             return None
         try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-            return cls(path, int(state["offset"]), {int(rowid) for rowid in state["acked"]})
-        except (ValueError, KeyError, TypeError) as error:
-            raise ChangeFeedError(
-                f"unreadable offset file {path}: {error!r}; delete it to start from start_from"
-            ) from None
+            offset, acked = _parse_state(path.read_bytes())
+        except OSError as error:
+            problem = error.strerror or type(error).__name__
+        except ValueError as error:
+            problem = str(error)
+        else:
+            return cls(path, offset, acked)
+        raise ChangeFeedError(
+            f"unreadable offset file {path}: {problem}; "
+            "delete it to read the store again from start_from"
+        )
+
+    @staticmethod
+    def remove_abandoned_temp_files(path: Path) -> None:
+        """Delete temp files a writer killed mid-save left behind; only the lock holder may."""
+        pattern = glob.escape(_temp_prefix(path)) + "*" + _TEMP_SUFFIX
+        for abandoned in path.parent.glob(pattern):
+            abandoned.unlink(missing_ok=True)
 
     @property
     def position(self) -> int:
@@ -156,14 +173,111 @@ class _Offsets:
         self.save()
 
     def save(self) -> None:
-        """Replace the offset file atomically: a crash leaves the old state or the new one."""
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            json.dump({"offset": self._offset, "acked": sorted(self._acked)}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+        """Replace the offset file atomically: readers and crashes see the old state or the new.
+
+        The state goes to a temp file of its own (a fixed name would be shared with any other
+        writer, whose open truncates it and whose rename moves it away), synced before the
+        rename so the name never points at unwritten data. The folder is not synced: a rename
+        lost to a power cut leaves the previous offset, which replays acked events but loses none.
+        """
+        fd, temp = tempfile.mkstemp(
+            prefix=_temp_prefix(self._path), suffix=_TEMP_SUFFIX, dir=self._path.parent
+        )
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"offset": self._offset, "acked": sorted(self._acked)}, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self._path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+
+#: How the offset file's temp files end; they start with ``_temp_prefix`` (see _Offsets.save).
+_TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(offset_file: Path) -> str:
+    """Hidden, beside the offset file, named after it: no other file's temp files match."""
+    return f".{offset_file.name}."
+
+
+def _parse_state(raw: bytes) -> tuple[int, set[int]]:
+    """The offset and acked rows an offset file holds; ValueError saying what is wrong if not."""
+    if not raw.strip():
+        raise ValueError("it is empty")
+    try:
+        state = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("it is not UTF-8") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"it is not JSON (line {error.lineno} column {error.colno})") from None
+    if not isinstance(state, dict):
+        raise ValueError("it is not a JSON object")
+    offset, acked = state.get("offset"), state.get("acked")
+    if not _is_rowid(offset):
+        raise ValueError("'offset' must be a Lite rowid (an integer >= 0)")
+    if not isinstance(acked, list) or not all(_is_rowid(r) and r > offset for r in acked):
+        raise ValueError("'acked' must be a list of Lite rowids above 'offset'")
+    return offset, set(acked)
+
+
+def _is_rowid(value: object) -> bool:
+    return type(value) is int and value >= 0  # bool is an int subclass, and no rowid
+
+
+class _OffsetFileLock:
+    """An exclusive claim on one offset file, held for a source's lifetime.
+
+    ``flock`` on ``<offset file>.lock``: its lock belongs to the open file, so a second source
+    in the same process is refused as well as one in another process (POSIX record locks are
+    per process and would let the first case through), and the kernel drops it when the holder
+    exits, ``kill -9`` included, so a crash leaves no stale lock. The file stays on disk: removing
+    it would let the next source lock a new file while an old holder still has the old one. It
+    names the holder's process id for the refusal message.
+    """
+
+    def __init__(self, offset_file: Path) -> None:
+        self.offset_file = offset_file
+        self.path = offset_file.with_name(offset_file.name + ".lock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = self.path.open("a+", encoding="ascii", errors="replace")
+        except OSError as error:
+            raise self._cannot_lock(error) from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            refusal = (
+                self._in_use(handle)
+                if isinstance(error, BlockingIOError)
+                else self._cannot_lock(error)
+            )
+            handle.close()
+            raise refusal from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def _in_use(self, handle: TextIO) -> ChangeFeedError:
+        handle.seek(0)
+        holder = handle.read(20).strip()  # the holder's pid, unless it is still writing it
+        process = f" (process {holder})" if holder.isascii() and holder.isdigit() else ""
+        return ChangeFeedError(
+            f"offset file {self.offset_file} is in use by another reflex-lite source{process}, "
+            f"which holds {self.path}; a second source would deliver every event again. "
+            "Stop the other pipeline, or give this source its own offset_file"
+        )
+
+    def _cannot_lock(self, error: OSError) -> ChangeFeedError:
+        return ChangeFeedError(
+            f"cannot lock offset file {self.offset_file} through {self.path}: {error.strerror}"
+        )
+
+    def release(self) -> None:
+        self._handle.close()
 
 
 def _connect(store: Path) -> sqlite3.Connection:
@@ -225,24 +339,35 @@ class LiteChangeFeedSource(EventSource):
     def __init__(self, config: LiteChangeFeedConfig) -> None:
         self.config = config
         offset_file = Path(config.offset_file or f"{config.store}.reflex-offset")
+        self._db = _connect(Path(config.store))  # first: a wrong store path leaves no files
+        with ExitStack() as undo:  # a source that fails to start lets go of what it took
+            undo.callback(self._db.close)
+            self._lock = _OffsetFileLock(offset_file)
+            undo.callback(self._lock.release)
+            _Offsets.remove_abandoned_temp_files(offset_file)
+            self._offsets = self._resume(offset_file)
+            undo.pop_all()
+        self._wake = threading.Event()
+
+    def _resume(self, offset_file: Path) -> _Offsets:
+        """The persisted offsets, or new ones pinned at start_from."""
         offsets = _Offsets.load(offset_file)
-        self._db = _connect(Path(config.store))
         (end,) = self._db.execute(
             "SELECT coalesce(max(rowid), 0) FROM metadata_aspect_v2"
         ).fetchone()
         if offsets is None:
             # Pin the start now: a restart before the first ack must not move "latest" forward.
-            offsets = _Offsets(offset_file, 0 if config.start_from == "beginning" else end, set())
+            offsets = _Offsets(
+                offset_file, 0 if self.config.start_from == "beginning" else end, set()
+            )
             offsets.save()
         elif offsets.position > end:
             # Rowids restart in a new store: the feed would wait, silently, for rows it has seen.
-            self._db.close()
             raise ChangeFeedError(
-                f"offset file {offset_file} is past the end of {config.store}; was the store "
+                f"offset file {offset_file} is past the end of {self.config.store}; was the store "
                 "recreated? Delete the offset file to read the store from start_from"
             )
-        self._offsets = offsets
-        self._wake = threading.Event()
+        return offsets
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> LiteChangeFeedSource:
@@ -284,3 +409,4 @@ class LiteChangeFeedSource(EventSource):
     def close(self) -> None:
         self.request_stop()
         self._db.close()
+        self._lock.release()
