@@ -1,0 +1,203 @@
+"""Both demo scenarios, closed over a DataHub server: ``ServerCatalog`` and the FAKE GMS.
+
+The scenarios are the demo's own steps (``reflex_actions.demo.run``), with one difference from
+the embedded demo: every write goes to the fake GMS over HTTP as the user who makes it (each
+user has a token; GMS records the token's principal as ``created.actor``), and Reflex reacts to
+the MetadataChangeLogs the fake emits, delivered to ``ReflexAction`` as the Kafka source would
+deliver them. Reflex itself writes with its own token through ``ServerCatalog``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.ingestion.graph.client import DataHubGraph
+from datahub.ingestion.graph.config import DatahubClientConfig
+from datahub.metadata.schema_classes import (
+    IncidentInfoClass,
+    IncidentSourceTypeClass,
+    IncidentStateClass,
+    MetadataChangeLogClass,
+)
+from datahub_actions.event.event_envelope import EventEnvelope
+from datahub_actions.event.event_registry import (
+    METADATA_CHANGE_LOG_EVENT_V1_TYPE,
+    MetadataChangeLogEvent,
+)
+
+from reflex_actions.action.config import ReflexConfig
+from reflex_actions.action.reflex_action import ReflexAction
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
+from reflex_actions.catalog.server import ServerCatalog
+from reflex_actions.catalog.steward import ACTOR_PROPERTY
+from reflex_actions.demo.estate import dataset_urn
+from reflex_actions.demo.history import OWNERSHIP_INCIDENT, PAYMENTS_INCIDENT, generate_histories
+from reflex_actions.demo.metadata import estate_mcps
+from reflex_actions.demo.run import (
+    HR_ADMIN,
+    INTRUDER,
+    STEWARD,
+    Demo,
+    _duplicates,
+    _ownership,
+    embedded_pipeline_config,
+)
+from reflex_actions.handlers.assertions import assertion_urn
+from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.lessons.model import LessonState
+from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
+from reflex_actions.vocabulary import APPROVAL
+from tests.catalog.fake_gms import SYSTEM_ACTOR, FakeGmsServer
+
+SERVICE_ACTOR = ReflexConfig().service_actor
+LEDGER = dataset_urn("finance.ledger_entries")
+#: everyone the demo's steps act as: Reflex, the steward, an intruder, the HR admin, the loader
+ACTORS = [SERVICE_ACTOR, STEWARD, INTRUDER, HR_ADMIN, DEFAULT_ACTOR]
+
+
+def _token(actor: str) -> str:
+    return f"token-of-{actor.rsplit(':', 1)[-1]}"
+
+
+def _catalog(fake: FakeGmsServer, token: str | None) -> ServerCatalog:
+    graph = DataHubGraph(DatahubClientConfig(server=fake.url, token=token, retry_max_times=0))
+    return ServerCatalog(graph, owns_graph=True)
+
+
+@dataclass
+class Sessions:
+    """Everyone's DataHub session: a write goes out with the token of the user who makes it
+    (the ``actor`` argument, or the actor an MCP was stamped with), else with none."""
+
+    fake: FakeGmsServer
+    _open: dict[str | None, ServerCatalog] = field(default_factory=dict)
+
+    def of(self, actor: str | None) -> ServerCatalog:
+        if actor not in self._open:
+            self._open[actor] = _catalog(self.fake, _token(actor) if actor else None)
+        return self._open[actor]
+
+    def __getattr__(self, name: str) -> Any:  # reads: any session will do
+        return getattr(self.of(None), name)
+
+    def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+        for mcp in mcps:
+            stamped = mcp.systemMetadata.properties if mcp.systemMetadata else None
+            self.of((stamped or {}).get(ACTOR_PROPERTY)).emit([mcp])
+
+    def set_structured_properties(
+        self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str
+    ) -> None:
+        self.of(actor).set_structured_properties(urn, values, actor)
+
+    def close(self) -> None:
+        for catalog in self._open.values():
+            catalog.close()
+
+
+@dataclass
+class ServerDemo(Demo):
+    """The demo's steps on a DataHub server: ``react`` hands Reflex the fake's change log."""
+
+    fake: FakeGmsServer = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        self.catalog = Sessions(self.fake)  # type: ignore[assignment]
+        config = embedded_pipeline_config(self.workdir)["action"]["config"]
+        del config["store"]  # no embedded store: Reflex works on the server
+        self.action = ReflexAction(
+            ReflexConfig.model_validate(config), _catalog(self.fake, _token(SERVICE_ACTOR))
+        )
+        self.delivered: list[MetadataChangeLogClass] = []
+        self.clock = int(time.time() * 1000)
+
+    def react(self) -> None:
+        """Deliver every change logged so far, and the ones Reflex's handling logs, in order."""
+        while batch := self.fake.take_change_log():
+            for mcl in batch:
+                self.delivered.append(mcl)
+                self.action.act(
+                    EventEnvelope(
+                        METADATA_CHANGE_LOG_EVENT_V1_TYPE,
+                        MetadataChangeLogEvent.from_class(mcl),
+                        {},
+                    )
+                )
+
+
+@dataclass(frozen=True)
+class ServerLoop:
+    closed: tuple[bool, bool]
+    delivered: list[MetadataChangeLogClass]
+    demo: ServerDemo
+
+
+@pytest.fixture(scope="module")
+def server_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoop]:
+    workdir = tmp_path_factory.mktemp("server-loop") / "demo"
+    workdir.mkdir()
+    generate_histories(workdir / "snapshots")
+    with FakeGmsServer(tokens={_token(actor): actor for actor in ACTORS}) as fake:
+        demo = ServerDemo(workdir, say=lambda _: None, fake=fake)
+        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
+        demo.react()
+        closed = (_duplicates(demo), _ownership(demo))
+        yield ServerLoop(closed, demo.delivered, demo)
+        demo.action.close()
+        demo.catalog.close()
+        assert not fake.unserved, f"calls the fake GMS does not model: {fake.unserved}"
+
+
+def test_both_scenarios_close_the_loop_over_the_server(server_loop: ServerLoop) -> None:
+    assert server_loop.closed == (True, True)
+    for incident in (PAYMENTS_INCIDENT, OWNERSHIP_INCIDENT):
+        lesson = server_loop.demo.lesson(incident)
+        assert lesson.state is LessonState.PUBLISHED
+        approvals = [d for d in lesson.decisions if d["decision"] == "scope approved"]
+        assert [d["actor"] for d in approvals] == [STEWARD]
+
+
+def test_incident_b_on_the_ledger_comes_from_its_assertion(server_loop: ServerLoop) -> None:
+    lesson = server_loop.demo.lesson(PAYMENTS_INCIDENT)
+    (recurrence,) = [r for r in lesson.recurrences if r["dataset"] == LEDGER]
+    info = server_loop.demo.catalog.get_aspect(recurrence["incident"], IncidentInfoClass)
+    assert info is not None and info.source is not None
+    assert info.source.type == IncidentSourceTypeClass.ASSERTION_FAILURE
+    assert info.source.sourceUrn == assertion_urn(lesson.urn, LEDGER)
+    assert (info.entities, info.status.state) == ([LEDGER], IncidentStateClass.ACTIVE)
+
+
+def test_reflex_saw_each_change_as_the_user_who_made_it(server_loop: ServerLoop) -> None:
+    """The approvals Reflex acted on carry the principal of the token that wrote them; Reflex's
+    own writes carry its service principal, and the tokenless initial load the system actor."""
+    lesson_urn = lesson_urn_for(PAYMENTS_INCIDENT)
+    approvals = [
+        (mcl.created.actor, _approval(mcl))
+        for mcl in server_loop.delivered
+        if mcl.entityUrn == lesson_urn
+        and mcl.aspectName == "structuredProperties"
+        and _approval(mcl) != _approval(mcl, previous=True)
+    ]
+    # Reflex opens the gate; the intruder's approval is refused, the steward's publishes
+    assert approvals[0] == (SERVICE_ACTOR, ["PENDING"])
+    assert [actor for actor, values in approvals if values == ["APPROVED"]] == [INTRUDER, STEWARD]
+    writers = {mcl.created.actor for mcl in server_loop.delivered}
+    assert {SYSTEM_ACTOR, SERVICE_ACTOR, STEWARD, INTRUDER} <= writers
+
+
+def _approval(mcl: MetadataChangeLogClass, previous: bool = False) -> list[Any]:
+    aspect = mcl.previousAspectValue if previous else mcl.aspect
+    properties = json.loads(aspect.value)["properties"] if aspect else []
+    values = next((p["values"] for p in properties if p["propertyUrn"] == APPROVAL), [])
+    return [value["string"] for value in values]
+
+
+def test_the_workdir_holds_no_embedded_store(server_loop: ServerLoop) -> None:
+    assert not (Path(server_loop.demo.workdir) / "reflex.db").exists()
