@@ -10,6 +10,9 @@ from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_
 from reflex_actions.lessons.llm import LlmConfig
 from reflex_actions.similarity.config import SimilarityConfig
 
+#: the actor GMS records for system-client and (with metadata-service auth off) tokenless writes
+DATAHUB_SYSTEM_ACTOR = "urn:li:corpuser:__datahub_system"
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +59,10 @@ class ReflexConfig(_Strict):
     store: Path | None = None
     #: the user Reflex writes as; its own changes never pass a human gate
     service_actor: str = "urn:li:corpuser:datahub-reflex"
+    #: other actors DataHub may record for Reflex's own writes: with metadata-service auth off,
+    #: GMS records every tokenless write as ``__datahub_system`` (DESIGN §9). Their writes never
+    #: pass a gate, and only their PENDING opens the approval gate.
+    own_actors: list[str] = Field(default_factory=lambda: [DATAHUB_SYSTEM_ACTOR])
     approvers: ApproversConfig = ApproversConfig()
     #: unset = the deterministic proposer (no model)
     llm: LlmConfig | None = None

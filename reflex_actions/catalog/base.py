@@ -46,6 +46,11 @@ class Catalog(ABC):
         status = self.get_aspect(urn, CorpUserStatusClass)
         return status.status if status else None
 
+    def aspect_writer(self, urn: str, aspect_class: type[AspectT]) -> str | None:
+        """Who wrote the current value of an aspect, or None when the store does not say
+        (e.g. ingestion that records no actor)."""
+        return None
+
     @abstractmethod
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         """The newest value of a timeseries aspect (e.g. an assertion's last run event)."""

@@ -40,7 +40,7 @@ from datahub.utilities.urns.dataset_urn import DatasetUrn
 
 from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.catalog.steward import acting_as, merge_structured_properties
+from reflex_actions.catalog.steward import ACTOR_PROPERTY, acting_as, merge_structured_properties
 from reflex_actions.catalog.translate import (
     DATASET_ASPECTS,
     dataset_context,
@@ -142,6 +142,21 @@ class LiteCatalog(Catalog):
     def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         aspect = self._aspects(urn, [aspect_class.ASPECT_NAME]).get(aspect_class.ASPECT_NAME)
         return aspect if isinstance(aspect, aspect_class) else None
+
+    def aspect_writer(self, urn: str, aspect_class: type[AspectT]) -> str | None:
+        # Lite has no audit column: the acting user of an embedded write is in its system metadata.
+        row = self._db.execute(
+            "SELECT system_metadata FROM metadata_aspect_v2 "
+            "WHERE urn = ? AND aspect_name = ? AND version = 0",
+            [urn, aspect_class.ASPECT_NAME],
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            properties = (json.loads(row[0]) or {}).get("properties") or {}
+        except (TypeError, ValueError, AttributeError):
+            return None
+        return properties.get(ACTOR_PROPERTY)
 
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         # Lite keeps timeseries aspects like versioned ones: version 0 is the latest written.

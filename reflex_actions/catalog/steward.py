@@ -65,6 +65,8 @@ def merge_structured_properties(
     stamp = _stamp(actor)
     for property_urn, property_values in values.items():
         previous = existing.get(property_urn)
+        if previous is not None and list(previous.values) == list(property_values):
+            continue  # unchanged: keep its stamps, so an unchanged aspect is not rewritten
         existing[property_urn] = StructuredPropertyValueAssignmentClass(
             propertyUrn=property_urn,
             values=list(property_values),

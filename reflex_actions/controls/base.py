@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from reflex_actions.errors import ControlSpecError
 from reflex_actions.sql import CompiledQuery, Relation
 
 
@@ -48,7 +49,7 @@ class Control(BaseModel, ABC):
         """The same control on a dataset that names its fields differently (source -> target)."""
         if not mapping:
             return self
-        raise NotImplementedError(f"{self.type} controls cannot rename fields")
+        raise ControlSpecError(f"{self.type} controls cannot rename fields")
 
     @abstractmethod
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:

@@ -38,7 +38,12 @@ from reflex_actions.demo.history import (
     generate_histories,
 )
 from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.handlers.lesson_store import lesson_urn_for, load_lesson, structured_values
+from reflex_actions.handlers.lesson_store import (
+    as_text,
+    lesson_urn_for,
+    load_lesson,
+    structured_values,
+)
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from reflex_actions.vocabulary import (
@@ -188,9 +193,10 @@ def _duplicates(demo: Demo) -> bool:
     demo.show_report(lesson)
     say("[3] human gate 2: an unauthorized user tries to approve; then the steward approves")
     demo.steward_sets(lesson.urn, APPROVAL, "APPROVED", actor=INTRUDER)
-    state = demo.lesson(PAYMENTS_INCIDENT).state.value
-    say(f"    -> still {state}: {display_name(INTRUDER)} is not an approver")
-    demo.catalog.set_structured_properties(lesson.urn, {APPROVAL: ["PENDING"]}, STEWARD)
+    refused = demo.lesson(PAYMENTS_INCIDENT)
+    approval = as_text(structured_values(demo.catalog, lesson.urn, APPROVAL))
+    say(f"    -> still {refused.state.value}, reflex.approval back to {approval}:")
+    say(f"       {refused.decisions[-1]['decision']}: {refused.decisions[-1]['detail']}")
     demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
     lesson = demo.lesson(PAYMENTS_INCIDENT)
     say(f"  published on: {', '.join(display_name(u) for u in lesson.published_scope)}")

@@ -16,7 +16,7 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.action.config import ReflexConfig
 from reflex_actions.backtest.history import History, HistoryError, load_history
-from reflex_actions.catalog.base import Catalog
+from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.lessons.drafting import Proposer, make_proposer
 from reflex_actions.vocabulary import display_name
 
@@ -61,30 +61,47 @@ class HandlerContext:
             logger.warning("ignoring the ownership history: %s", error)
             return None
 
+    def is_own(self, actor: str | None) -> bool:
+        """Whether DataHub recorded this write as Reflex's own (DESIGN §9)."""
+        return actor == self.config.service_actor or actor in self.config.own_actors
+
     def refusal(self, actor: str | None, lesson_urn: str) -> str | None:
         """Why ``actor`` may not pass a human gate of this lesson, or None when they may.
 
         Authorized: a configured approver user, a member of a configured approver group, or
-        an owner of the lesson's glossary term; never Reflex's own service actor.
+        an owner of the lesson's glossary term; never Reflex's own service actor. A group
+        membership the member wrote themselves proves nothing and is not counted.
         """
         if not actor:
             return "the change names no actor"
-        if actor == self.config.service_actor:
+        if self.is_own(actor):
             return "Reflex's own writes never pass a human gate"
         approvers = self.config.approvers
         if actor in approvers.users:
             return None
-        if approvers.groups:
-            # groups from an identity provider, and groups created in the DataHub UI
-            external = self.catalog.get_aspect(actor, GroupMembershipClass)
-            native = self.catalog.get_aspect(actor, NativeGroupMembershipClass)
-            groups = {
-                *(external.groups if external else []),
-                *(native.nativeGroups if native else []),
-            }
-            if groups & set(approvers.groups):
-                return None
+        if approvers.groups and set(self._trusted_groups(actor)) & set(approvers.groups):
+            return None
         ownership = self.catalog.get_aspect(lesson_urn, OwnershipClass)
         if ownership and actor in {owner.owner for owner in ownership.owners}:
             return None
         return f"{actor} is not an approver and does not own {lesson_urn}"
+
+    def _trusted_groups(self, actor: str) -> list[str]:
+        """The groups ``actor`` belongs to, from identity-provider groups and groups created in
+        the DataHub UI."""
+        external = self._trusted_membership(actor, GroupMembershipClass)
+        native = self._trusted_membership(actor, NativeGroupMembershipClass)
+        return [*(external.groups if external else []), *(native.nativeGroups if native else [])]
+
+    def _trusted_membership(self, actor: str, membership: type[AspectT]) -> AspectT | None:
+        """A membership aspect unless the member wrote it themselves (then it proves nothing);
+        one written by an admin, ingestion or Reflex counts."""
+        aspect = self.catalog.get_aspect(actor, membership)
+        if aspect is not None and self.catalog.aspect_writer(actor, membership) == actor:
+            logger.warning(
+                "%s wrote their own %s: it does not count for approval",
+                actor,
+                membership.ASPECT_NAME,
+            )
+            return None
+        return aspect

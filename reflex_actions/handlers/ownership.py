@@ -26,7 +26,7 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
+from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
 from reflex_actions.lessons.model import Lesson
@@ -101,7 +101,7 @@ def on_user_status(change: AspectChange, ctx: HandlerContext) -> None:
     if after is None or after.status != SUSPENDED or (before and before.status == SUSPENDED):
         return
     for dataset_urn in ctx.catalog.datasets_by_owner(change.urn):
-        for lesson in published_lessons(dataset_urn, ctx):
+        for lesson in published_lessons(dataset_urn, ctx, as_of=change.time_ms):
             _check_dataset(lesson, dataset_urn, change, ctx)
 
 
@@ -184,12 +184,17 @@ def pending_ownership_lesson(dataset_urn: str, ctx: HandlerContext) -> Lesson | 
 
 def on_ownership_decision(
     lesson: Lesson, change: AspectChange, ctx: HandlerContext, approved: bool
-) -> None:
-    """Apply (or drop) the pending owner proposal; the steward may have edited the owner."""
-    proposal = lesson.ownership_proposals.pop(change.urn)
+) -> str | None:
+    """Apply (or drop) the pending owner proposal with the owner the decision's own event
+    carries (the steward may have edited it); None when done, else why it was refused."""
+    proposal = lesson.ownership_proposals[change.urn]
     actor = ctx.config.service_actor
-    owner = as_text(structured_values(ctx.catalog, change.urn, PROPOSED_OWNER)) or proposal["owner"]
+    owner = as_text(change.property_values(PROPOSED_OWNER))
     if approved:
+        if not owner.startswith(("urn:li:corpuser:", "urn:li:corpGroup:")):
+            return "reflex.proposedOwner in the approved values is " + (
+                f"not a user or group urn ({owner[:200]!r})" if owner else "empty"
+            )
         ctx.catalog.add_owner(change.urn, owner, proposal["type"], actor)
         detail = (
             f"{owner} added as {proposal['type']} of {display_name(change.urn)} "
@@ -202,14 +207,11 @@ def on_ownership_decision(
             actor,
         )
     else:
-        detail = f"proposed owner {owner} for {display_name(change.urn)} rejected"
-    lesson.decisions.append(
-        {
-            "decision": "ownership change " + ("approved" if approved else "rejected"),
-            "actor": change.actor,
-            "at": change.time_ms,
-            "detail": detail,
-        }
-    )
+        detail = f"proposed owner {owner or proposal['owner']} for {display_name(change.urn)} "
+        detail += "rejected"
+    del lesson.ownership_proposals[change.urn]
+    decision = "ownership change " + ("approved" if approved else "rejected")
+    lesson.record_decision(decision, change.actor, change.time_ms, detail)
     save_lesson(ctx.catalog, lesson, actor)
     logger.info("lesson %s: %s", lesson.urn, detail)
+    return None

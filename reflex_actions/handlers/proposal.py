@@ -9,6 +9,7 @@ from reflex_actions.backtest.history import History
 from reflex_actions.backtest.metrics import BacktestReport, Scores
 from reflex_actions.backtest.report import render_markdown
 from reflex_actions.controls import Control, parse_control_spec
+from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import save_lesson
 from reflex_actions.lessons.model import Lesson, LessonState
@@ -24,7 +25,13 @@ SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
 
 def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     """Write the proposal report and pre-fill the scope; the lesson then waits for approval."""
-    assert lesson.control is not None and lesson.source_dataset is not None
+    if lesson.control is None:
+        raise ReflexError("the lesson has no control to backtest")
+    if lesson.source_dataset is None:
+        raise ReflexError(
+            f"incident {lesson.incident} names no dataset, so there is nothing to compare "
+            "similar assets with"
+        )
     control = parse_control_spec(lesson.control)
     resolution = resolve_similar_assets(
         SimilarityQuery(
@@ -54,6 +61,8 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     )
     lesson.field_mappings = mappings
     lesson.state = LessonState.PENDING_APPROVAL
+    lesson.gate_values[APPROVAL] = "PENDING"
+    lesson.approval_open = False  # until Reflex's PENDING below reaches the event log
     actor = ctx.config.service_actor
     save_lesson(ctx.catalog, lesson, actor)
     ctx.catalog.set_structured_properties(

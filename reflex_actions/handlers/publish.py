@@ -7,15 +7,16 @@ import logging
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.controls import Control, parse_control_spec
+from reflex_actions.controls import Control, parse_control_spec, parse_control_yaml
+from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.assertions import assertion_mcp
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import save_lesson, structured_values
-from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
+from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
-from reflex_actions.vocabulary import APPROVAL, COVERAGE, SCOPE, display_name
+from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, COVERAGE, SCOPE, display_name
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,8 @@ def control_for(
     lesson: Lesson, dataset: DatasetContext, source: DatasetContext | None, ctx: HandlerContext
 ) -> Control | str:
     """The lesson's control as it runs on ``dataset`` (its own field names), or why it cannot."""
-    assert lesson.control is not None
+    if lesson.control is None:
+        raise ReflexError(f"lesson {lesson.urn} has no control")
     control = parse_control_spec(lesson.control)
     mapping = dict(lesson.field_mappings.get(dataset.urn, {}))
     for field in source_fields(source or dataset, control.dataset_fields()):
@@ -45,29 +47,76 @@ def lesson_title(lesson: Lesson, ctx: HandlerContext) -> str:
     return info.name.removeprefix("Lesson: ") if info and info.name else lesson.incident
 
 
-def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
-    if change.property_values(APPROVAL, previous=True) != ["PENDING"]:
-        # Approving is a decision on the backtest report: it must follow PENDING, which Reflex
-        # sets once the report is written (an approval typed together with the confirmation
-        # would approve a report nobody has seen).
-        logger.warning(
-            "lesson %s: approval by %s ignored: reflex.approval was not PENDING before it",
-            lesson.urn,
-            change.actor,
+def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
+    """Publish exactly what the approval event carries: its scope, and its control spec, which
+    must be the control that was backtested."""
+    scope = list(dict.fromkeys(str(urn) for urn in change.property_values(SCOPE)))
+    if lesson.state is LessonState.PUBLISHED:
+        _judge_repeated_approval(lesson, change, scope)
+        return None
+    if lesson.state is not LessonState.PENDING_APPROVAL:
+        return f"the lesson is {lesson.state.value}: it must be confirmed and backtested first"
+    if not lesson.approval_open:
+        return (
+            "it was written before Reflex opened the approval, so it cannot have seen the "
+            "backtest report; approve again now that the report is on this page"
         )
-        return
-    if lesson.state not in (LessonState.PENDING_APPROVAL, LessonState.PUBLISHED):
-        logger.warning(
-            "lesson %s approved by %s while %s: nothing published (it must be confirmed and "
-            "backtested first)",
-            lesson.urn,
-            change.actor,
-            lesson.state.value,
+    control = lesson.control or {}
+    if _event_control(change) != control:
+        return (
+            "reflex.controlSpec was changed after the backtest: the approval must be on the "
+            "control that was backtested (confirm the new control to backtest it)"
         )
+    if not scope:
+        return "reflex.scope is empty: there is nothing to publish"
+    _publish(lesson, scope, ctx)
+    lesson.state = LessonState.PUBLISHED
+    lesson.gate_values[APPROVAL] = "APPROVED"
+    lesson.approved = ApprovedVersion(
+        control=control,
+        scope=scope,
+        actor=change.actor or "",
+        at=change.time_ms,
+        digest=ApprovedVersion.digest_of(control, scope),
+    )
+    detail = "scope: " + ", ".join(display_name(u) for u in lesson.published_scope)
+    if lesson.publish_skipped:
+        detail += "; not published: " + "; ".join(lesson.publish_skipped)
+    lesson.record_decision("scope approved", change.actor, change.time_ms, detail)
+    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    logger.info("lesson %s published (%s)", lesson.urn, detail)
+    return None
+
+
+def _event_control(change: AspectChange) -> dict[str, object] | None:
+    """The control spec the event carries, canonical like ``Lesson.control``; None if unusable."""
+    try:
+        control = parse_control_yaml(as_text(change.property_values(CONTROL_SPEC)))
+    except ControlSpecError:
+        return None
+    return {"type": control.type, **control.model_dump(mode="json", exclude_defaults=True)}
+
+
+def _judge_repeated_approval(lesson: Lesson, change: AspectChange, scope: list[str]) -> None:
+    """A redelivered or replayed approval of a published lesson changes nothing; say whether
+    it is the one that was published."""
+    control = _event_control(change) or {}
+    digest = ApprovedVersion.digest_of(control, scope)
+    if lesson.approved is not None and digest == lesson.approved.digest:
+        logger.info("lesson %s: approval already published exactly; nothing to do", lesson.urn)
         return
-    scope = [str(urn) for urn in structured_values(ctx.catalog, lesson.urn, SCOPE)]
-    if lesson.state is LessonState.PUBLISHED and set(scope) == set(lesson.published_scope):
-        return  # a redelivered approval: already published on exactly this scope
+    logger.warning(
+        "lesson %s: an approval by %s carries a scope or control that differs from the "
+        "published version (approved by %s); nothing was changed",
+        lesson.urn,
+        change.actor,
+        lesson.approved.actor if lesson.approved else "unknown",
+    )
+
+
+def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
+    """An assertion and coverage on every scoped dataset the control fits; the rest is listed
+    with the reason. Every write is idempotent, so a crash midway is finished on redelivery."""
     actor = ctx.config.service_actor
     source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     published, skipped = [], []
@@ -84,28 +133,14 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> No
         if lesson.urn not in covered:
             ctx.catalog.set_structured_properties(urn, {COVERAGE: [*covered, lesson.urn]}, actor)
         published.append(urn)
-    lesson.state = LessonState.PUBLISHED
     lesson.published_scope = published
-    detail = "scope: " + ", ".join(display_name(u) for u in published)
-    if skipped:
-        detail += "; not published: " + "; ".join(skipped)
-    lesson.decisions.append(
-        {
-            "decision": "scope approved",
-            "actor": change.actor,
-            "at": change.time_ms,
-            "detail": detail,
-        }
-    )
-    save_lesson(ctx.catalog, lesson, actor)
-    logger.info("lesson %s published on %d dataset(s) (%s)", lesson.urn, len(published), detail)
+    lesson.publish_skipped = skipped
 
 
 def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
     if lesson.state is not LessonState.PENDING_APPROVAL:
         return
     lesson.state = LessonState.REJECTED
-    lesson.decisions.append(
-        {"decision": "scope rejected", "actor": change.actor, "at": change.time_ms, "detail": ""}
-    )
+    lesson.gate_values[APPROVAL] = "REJECTED"
+    lesson.record_decision("scope rejected", change.actor, change.time_ms)
     save_lesson(ctx.catalog, lesson, ctx.config.service_actor)

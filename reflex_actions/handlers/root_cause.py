@@ -1,14 +1,19 @@
-"""Human gate 1: a steward confirms (possibly after editing) or rejects the drafted root cause."""
+"""Human gate 1: a steward confirms (possibly after editing) or rejects the drafted root cause.
+
+The confirmation acts on the root cause and control spec in the event that carried it, not on
+what the store holds when it is handled.
+"""
 
 from __future__ import annotations
 
 import logging
 
+from reflex_actions.catalog.base import CatalogError
 from reflex_actions.controls import dump_control_yaml, parse_control_yaml
-from reflex_actions.errors import ControlSpecError
+from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
+from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.proposal import propose
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.lessons.validation import CONTROL_TYPE_FOR, parse_steward_control
@@ -20,33 +25,34 @@ logger = logging.getLogger(__name__)
 PATTERN_FOR_CONTROL = {control: pattern for pattern, control in CONTROL_TYPE_FOR.items()}
 
 
-def _decision(lesson: Lesson, change: AspectChange, decision: str, detail: str = "") -> None:
-    lesson.decisions.append(
-        {"decision": decision, "actor": change.actor, "at": change.time_ms, "detail": detail}
+def on_root_cause_confirmed(
+    lesson: Lesson, change: AspectChange, ctx: HandlerContext
+) -> str | None:
+    if lesson.state is LessonState.PROPOSED:
+        refusal = _confirm(lesson, change, ctx)
+        if refusal:
+            return refusal
+    # CONFIRMED also after a crash between confirm and propose; PENDING_APPROVAL before Reflex's
+    # PENDING reached the log, after a crash between the report and the PENDING write
+    if lesson.state is LessonState.CONFIRMED or (
+        lesson.state is LessonState.PENDING_APPROVAL and not lesson.approval_open
+    ):
+        return _propose(lesson, ctx)
+    logger.warning(
+        "lesson %s is %s: a new confirmation is ignored (reject it and draft anew to change "
+        "a backtested or published control)",
+        lesson.urn,
+        lesson.state.value,
     )
+    return None
 
 
-def on_root_cause_confirmed(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
-    if lesson.state is LessonState.PROPOSED and not _confirm(lesson, change, ctx):
-        return
-    if lesson.state is LessonState.CONFIRMED:  # also after a crash between confirm and propose
-        propose(lesson, ctx)
-    elif lesson.state is not LessonState.PROPOSED:
-        logger.warning(
-            "lesson %s is %s: a new confirmation is ignored (reject it and draft anew to change "
-            "a backtested or published control)",
-            lesson.urn,
-            lesson.state.value,
-        )
-
-
-def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
-    """Re-read the steward's root cause and control, validate them, and record the decision;
-    an invalid edit sends the lesson back to PROPOSED with the error on its page."""
-    catalog, actor = ctx.catalog, ctx.config.service_actor
-    root_cause = as_text(structured_values(catalog, lesson.urn, ROOT_CAUSE)) or lesson.root_cause
-    spec_text = as_text(structured_values(catalog, lesson.urn, CONTROL_SPEC))
-    source = catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
+def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
+    """Validate the steward's root cause and control as the event carries them, and record the
+    decision; an invalid edit keeps the lesson PROPOSED with the error on its page."""
+    root_cause = as_text(change.property_values(ROOT_CAUSE)) or lesson.root_cause
+    spec_text = as_text(change.property_values(CONTROL_SPEC))
+    source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     try:
         if not spec_text.strip():
             raise ControlSpecError(
@@ -58,11 +64,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
         control = parse_steward_control(spec_text, pattern, source)
     except ControlSpecError as error:
         lesson.validation_error = str(error)
-        _decision(lesson, change, "confirmation refused", str(error))
-        save_lesson(catalog, lesson, actor)
-        catalog.set_structured_properties(lesson.urn, {ROOT_CAUSE_STATUS: ["PROPOSED"]}, actor)
-        logger.warning("lesson %s: confirmation by %s refused: %s", lesson.urn, change.actor, error)
-        return False
+        return str(error)
     lesson.failure_pattern = pattern
     lesson.root_cause = root_cause
     lesson.control = {
@@ -71,9 +73,27 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
     }
     lesson.validation_error = None
     lesson.state = LessonState.CONFIRMED
-    _decision(lesson, change, "root cause confirmed", dump_control_yaml(control).strip())
-    save_lesson(catalog, lesson, actor)
-    return True
+    lesson.gate_values[ROOT_CAUSE_STATUS] = "CONFIRMED"
+    lesson.record_decision(
+        "root cause confirmed", change.actor, change.time_ms, dump_control_yaml(control).strip()
+    )
+    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    return None
+
+
+def _propose(lesson: Lesson, ctx: HandlerContext) -> str | None:
+    """Backtest and report; a lesson that cannot be backtested goes back to PROPOSED with the
+    reason on its page (never stuck CONFIRMED)."""
+    try:
+        propose(lesson, ctx)
+    except CatalogError:
+        raise
+    except ReflexError as error:
+        lesson.state = LessonState.PROPOSED
+        lesson.gate_values[ROOT_CAUSE_STATUS] = "PROPOSED"
+        lesson.validation_error = f"the confirmed control could not be backtested: {error}"
+        return lesson.validation_error
+    return None
 
 
 def _pattern_of(spec_text: str) -> FailurePattern:
@@ -84,6 +104,7 @@ def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerCon
     if lesson.state in (LessonState.REJECTED, LessonState.PUBLISHED):
         return
     lesson.state = LessonState.REJECTED
-    _decision(lesson, change, "lesson rejected")
+    lesson.gate_values[ROOT_CAUSE_STATUS] = "REJECTED"
+    lesson.record_decision("lesson rejected", change.actor, change.time_ms)
     save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
     logger.info("lesson %s rejected by %s; nothing will be published", lesson.urn, change.actor)

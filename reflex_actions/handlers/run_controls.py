@@ -19,7 +19,7 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot
+from reflex_actions.handlers.landing import DEFAULT_PARTITION, SnapshotRefused, locate_snapshot
 from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.lessons.model import Lesson, LessonState
@@ -28,8 +28,12 @@ from reflex_actions.vocabulary import COVERAGE
 logger = logging.getLogger(__name__)
 
 
-def published_lessons(dataset_urn: str, ctx: HandlerContext) -> list[Lesson]:
-    """The published lessons whose controls cover this dataset."""
+def published_lessons(
+    dataset_urn: str, ctx: HandlerContext, as_of: int | None = None
+) -> list[Lesson]:
+    """The published lessons whose controls cover this dataset; with ``as_of`` (an event's
+    time), only those approved by then: an event is judged by the coverage at its own time,
+    so replaying an old event never runs a control published after it."""
     lessons = []
     for urn in structured_values(ctx.catalog, dataset_urn, COVERAGE):
         lesson = load_lesson(ctx.catalog, str(urn))
@@ -37,18 +41,34 @@ def published_lessons(dataset_urn: str, ctx: HandlerContext) -> list[Lesson]:
             lesson
             and lesson.state is LessonState.PUBLISHED
             and dataset_urn in lesson.published_scope
+            and (as_of is None or (lesson.approved is not None and lesson.approved.at <= as_of))
         ):
             lessons.append(lesson)
     return lessons
 
 
+def names_no_data(operation: OperationClass) -> bool:
+    """Usage ingestion (Snowflake, BigQuery, Redshift) reports operations that name no snapshot
+    or partition: there is nothing on the actions host to check."""
+    properties = operation.customProperties or {}
+    partition = operation.partitionSpec.partition if operation.partitionSpec else DEFAULT_PARTITION
+    return not (
+        properties.get("snapshot")
+        or properties.get("snapshot_id")
+        or partition != DEFAULT_PARTITION
+    )
+
+
 def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
-    lessons = published_lessons(change.urn, ctx)
+    lessons = published_lessons(change.urn, ctx, as_of=change.time_ms)
     if not lessons:
         return
     operation = change.typed(OperationClass)
     dataset = ctx.catalog.dataset(change.urn)
     if operation is None or dataset is None:
+        return
+    if names_no_data(operation):
+        logger.debug("operation on %s names no snapshot or partition: nothing to check", change.urn)
         return
     actor = ctx.config.service_actor
     path: Path | None = None

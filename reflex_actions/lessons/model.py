@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from reflex_actions.patterns import FailurePattern
+from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 
 
 class LessonState(str, Enum):
@@ -70,6 +73,25 @@ class LessonDraft(BaseModel):
     departed_users: list[str] = Field(default_factory=list, max_length=20)
 
 
+class ApprovedVersion(BaseModel):
+    """The control and scope an approval decided on, who approved them, and when."""
+
+    control: dict[str, Any]
+    scope: list[str]
+    actor: str
+    #: the approval event's time (epoch millis): events before it are judged without this version
+    at: int
+    digest: str
+
+    @staticmethod
+    def digest_of(control: dict[str, Any], scope: list[str]) -> str:
+        """A stable digest of a control spec and a scope (order and repeats do not matter)."""
+        canonical = json.dumps(
+            {"control": control, "scope": sorted(set(scope))}, sort_keys=True, default=str
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 class Lesson(BaseModel):
     """A lesson as Reflex stores it on its glossary term."""
 
@@ -97,7 +119,27 @@ class Lesson(BaseModel):
     field_mappings: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: datasets the control was published on
     published_scope: list[str] = Field(default_factory=list)
+    #: scoped datasets it could not be published on, each with the reason
+    publish_skipped: list[str] = Field(default_factory=list)
     #: incidents B this lesson's controls raised: {incident, dataset, snapshot, at}
     recurrences: list[dict[str, Any]] = Field(default_factory=list)
     #: dataset urn -> the owner change waiting for approval: {owner, type, reason, incident}
     ownership_proposals: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: gate property urn -> the value Reflex last set or accepted; a refused edit goes back to it
+    gate_values: dict[str, str] = Field(default_factory=lambda: {ROOT_CAUSE_STATUS: "PROPOSED"})
+    #: True once Reflex's own PENDING (written after the report) was seen in the event log:
+    #: only an approval written after it decides on a report that existed
+    approval_open: bool = False
+    #: exactly what the published version was approved on
+    approved: ApprovedVersion | None = None
+
+    def record_decision(self, decision: str, actor: str | None, at: int, detail: str = "") -> bool:
+        """Add a decision to the lesson's record unless this very one (same decision, actor
+        and event time) is there already; True when it was added."""
+        entry = {"decision": decision, "actor": actor, "at": at, "detail": detail}
+        if any(
+            (d["decision"], d["actor"], d["at"]) == (decision, actor, at) for d in self.decisions
+        ):
+            return False
+        self.decisions.append(entry)
+        return True

@@ -13,6 +13,7 @@ from functools import cache
 
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls.active_ownership import ActiveOwnershipControl
+from reflex_actions.errors import ReflexError
 from reflex_actions.patterns import FailurePattern
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import synonyms_of
@@ -35,7 +36,7 @@ from reflex_actions.similarity.schema_signals import (
 from reflex_actions.vocabulary import COVERAGE, display_name
 
 
-class SimilarityError(ValueError):
+class SimilarityError(ReflexError):
     """The lesson cannot be resolved (e.g. its source dataset is not in the catalog)."""
 
 
@@ -60,8 +61,7 @@ def resolve_similar_assets(
             continue
         try:
             covered = _coverage_signal(candidate, query, config)
-            if ownership:
-                assert isinstance(query.control, ActiveOwnershipControl)
+            if isinstance(query.control, ActiveOwnershipControl):
                 signals = ownership_signals(
                     source, candidate, query.control, query.departed_users, status_of, config
                 )

@@ -91,6 +91,13 @@ class Estate:
         self.catalog.set_structured_properties(urn, {k: [v] for k, v in values.items()}, actor)
         return self.feed.only_change()
 
+    def settle(self, ctx: HandlerContext) -> None:
+        """Hand Reflex's own lesson writes since the last drain to the gate handler, as the
+        pipeline would (its PENDING is what opens the approval)."""
+        for change in self.feed.changes():
+            if change.urn == LESSON and change.aspect_name == "structuredProperties":
+                on_lesson_properties(change, ctx)
+
     def resolve(self, incident: str = PAYMENTS_INCIDENT, note: str = NOTE) -> AspectChange:
         """alice resolves an incident in the UI; returns its event."""
         resolve_incident(self.catalog, incident, note, ALICE)
@@ -400,22 +407,31 @@ def _without_actor_metadata(estate: Estate) -> AspectChange:
     ],
     ids=["unauthorized-user", "service-actor", "no-actor", "default-actor"],
 )
-def test_unauthorized_confirmation_changes_nothing(
+def test_an_unauthorized_confirmation_is_reverted_and_shown(
     drafted: Estate, confirm: Confirmation, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Refused and logged; even the service actor listed as an approver is refused."""
+    """Refused and logged; even the service actor listed as an approver is refused. Reflex puts
+    the status back to its own PROPOSED and writes the refusal on the page; the same event
+    delivered again changes nothing."""
     ctx = drafted.context(approvers={"users": [ALICE, SERVICE_ACTOR], "groups": [FINANCE_STEWARDS]})
     change = confirm(drafted)
-    before = drafted.rows()
     caplog.set_level(logging.WARNING, logger=GATES_LOGGER)
 
     on_lesson_properties(change, ctx)
 
-    assert drafted.rows() == before
-    assert drafted.lesson().state is LessonState.PROPOSED
-    assert drafted.prop(ROOT_CAUSE_STATUS) == ["CONFIRMED"]  # the edit stays; nothing acted on it
+    lesson = drafted.lesson()
+    assert lesson.state is LessonState.PROPOSED
+    assert drafted.prop(ROOT_CAUSE_STATUS) == ["PROPOSED"]
+    assert lesson.decisions[-1]["decision"] == "confirmation refused"
+    assert reason in lesson.decisions[-1]["detail"]
+    info = drafted.catalog.get_aspect(LESSON, GlossaryTermInfoClass)
+    assert info is not None and "confirmation refused" in info.definition
     refusals = [r.getMessage() for r in caplog.records if r.name == GATES_LOGGER]
     assert len(refusals) == 1 and reason in refusals[0]
+
+    after_once = drafted.rows()
+    on_lesson_properties(change, ctx)
+    assert drafted.rows() == after_once
 
 
 def test_an_owner_of_the_lesson_term_is_authorized(drafted: Estate) -> None:
@@ -455,6 +471,10 @@ def test_an_approval_typed_with_the_confirmation_publishes_nothing(drafted: Esta
     assert lesson.published_scope == []
     assert not [row for row in drafted.rows() if str(row[1]).startswith("urn:li:assertion:")]
 
-    # approving the written report then publishes
+    assert lesson.decisions[-1]["decision"] == "approval refused"
+    assert drafted.prop(APPROVAL) == ["PENDING"]
+
+    # approving the written report, once Reflex's PENDING is in the log, publishes
+    drafted.settle(ctx)
     on_lesson_properties(drafted.steward_sets({APPROVAL: "APPROVED"}, ALICE), ctx)
     assert drafted.lesson().state is LessonState.PUBLISHED
