@@ -7,15 +7,24 @@ violation is a dataset with fewer active owners of the listed types than require
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reflex_actions.controls.base import Control, register_control, validate_column_name
+from reflex_actions.controls.base import (
+    MAX_COLUMN_NAME_CHARS,
+    MAX_LIST_ITEMS,
+    Control,
+    count_field,
+    register_control,
+    validate_column_name,
+)
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 
 #: corpUserStatus.status of a user who can still act as an owner.
 ACTIVE_STATUS = "ACTIVE"
+#: Most owners a control may require of one dataset.
+MAX_OWNERS = 1000
 
 
 class OwnershipColumns(BaseModel):
@@ -37,8 +46,10 @@ class OwnershipColumns(BaseModel):
 @register_control
 class ActiveOwnershipControl(Control):
     type: Literal["active_ownership"] = "active_ownership"
-    min_active_owners: int = Field(default=1, ge=1)
-    owner_types: list[str] | None = Field(default=None, min_length=1)
+    min_active_owners: int = count_field(default=1, ge=1, le=MAX_OWNERS)
+    owner_types: list[Annotated[str, Field(max_length=MAX_COLUMN_NAME_CHARS)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST_ITEMS
+    )
     columns: OwnershipColumns = OwnershipColumns()
 
     violation_unit: ClassVar[str] = "under-owned datasets"

@@ -9,16 +9,35 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from reflex_actions.bounded import excerpt
 from reflex_actions.errors import ControlSpecError
 from reflex_actions.sql import CompiledQuery, Relation
 
+#: Upper bound of every count in a spec: beyond any table Reflex will scan, far below overflow.
+MAX_COUNT = 10**12
+#: Longest column name (PostgreSQL allows 63 bytes, Snowflake 255 characters).
+MAX_COLUMN_NAME_CHARS = 255
+#: Most columns or values one spec list may name.
+MAX_LIST_ITEMS = 64
+
+
+def count_field(default: int, ge: int = 0, le: int = MAX_COUNT) -> Any:
+    """A strict, bounded integer spec field: ``true`` is not 1 and ``'3'`` is not 3."""
+    return Field(default=default, ge=ge, le=le, strict=True)
+
 
 def validate_column_name(name: str) -> str:
-    """Column names may hold any character (they are quoted), but not be empty or hold NUL."""
+    """Column names may hold any character (they are quoted), but not be empty, hold NUL, or be
+    longer than any engine allows."""
     if not name.strip() or "\x00" in name:
-        raise ValueError(f"column name {name!r} is empty or contains a NUL byte")
+        raise ValueError(f"column name {excerpt(name)} is empty or contains a NUL byte")
+    if len(name) > MAX_COLUMN_NAME_CHARS:
+        raise ValueError(
+            f"column name {excerpt(name)} is {len(name)} characters long; "
+            f"at most {MAX_COLUMN_NAME_CHARS} are allowed"
+        )
     return name
 
 

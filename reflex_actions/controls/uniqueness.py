@@ -10,7 +10,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from reflex_actions.controls.base import Control, register_control, validate_column_name
+from reflex_actions.bounded import excerpt
+from reflex_actions.controls.base import (
+    MAX_LIST_ITEMS,
+    Control,
+    count_field,
+    register_control,
+    validate_column_name,
+)
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 
 
@@ -18,8 +25,8 @@ from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 class UniquenessControl(Control):
     type: Literal["uniqueness"] = "uniqueness"
     field: str | None = None
-    fields: list[str] | None = Field(default=None, min_length=1)
-    max_duplicate_count: int = Field(default=0, ge=0)
+    fields: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_ITEMS)
+    max_duplicate_count: int = count_field(default=0)
 
     violation_unit: ClassVar[str] = "duplicate rows"
 
@@ -36,7 +43,8 @@ class UniquenessControl(Control):
         for name in value:
             validate_column_name(name)
         if len(set(value)) != len(value):
-            raise ValueError(f"fields lists a column twice: {value}")
+            twice = next(name for name in value if value.count(name) > 1)
+            raise ValueError(f"fields lists the column {excerpt(twice)} twice")
         return value
 
     @model_validator(mode="after")

@@ -1,0 +1,1 @@
+"""Hardening against hostile input: specs, landing paths, page text."""

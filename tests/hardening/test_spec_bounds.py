@@ -1,0 +1,176 @@
+"""Hostile control specs get a short ControlSpecError, and on the lesson page the lesson goes
+back to PROPOSED with that error (issue 11, items 7 and 9)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from datahub.metadata.schema_classes import GlossaryTermInfoClass
+
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
+from reflex_actions.catalog.steward import resolve_incident
+from reflex_actions.controls import MAX_SPEC_CHARS, load_control_spec, parse_control_yaml
+from reflex_actions.demo.history import PAYMENTS_INCIDENT, generate_histories
+from reflex_actions.demo.metadata import estate_mcps
+from reflex_actions.demo.run import PAYMENTS_NOTE, STEWARD, Demo
+from reflex_actions.errors import ControlSpecError
+from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.lessons.model import LessonState
+from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE_STATUS
+from tests.loop.store import latest, property_values, store_of, stored_lesson
+
+LESSON = lesson_urn_for(PAYMENTS_INCIDENT)
+#: No message about a spec may be longer than this, whatever the spec holds.
+MESSAGE_LIMIT = 400
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """The classic "billion laughs": each level's list repeats the previous one ``width`` times.
+
+    It is a few hundred bytes; fully expanded it holds width**levels strings."""
+    lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for level in range(1, levels):
+        items = ", ".join([f"*l{level - 1}"] * width)
+        lines.append(f"l{level}: &l{level} [{items}]")
+    lines.append(f"type: *l{levels - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def deep_nesting(depth: int) -> str:
+    return "type: " + "[" * depth + "]" * depth + "\n"
+
+
+HOSTILE_SPECS = {
+    "alias-bomb": (alias_bomb(), "anchor"),
+    "one-alias": ("key: &k transaction_id\ntype: uniqueness\nfield: *k\n", "anchor"),
+    "huge": ("type: uniqueness\nfield: " + "x" * 100_000 + "\n", "characters"),
+    "deep-100k": (deep_nesting(100_000), "characters"),
+    "deep-within-size": (deep_nesting(MAX_SPEC_CHARS // 2 - 10), "nests deeper"),
+    "long-number": ("type: uniqueness\nfield: id\nmax_duplicate_count: " + "9" * 5000, "digits"),
+    "unhashable-key": ("type: uniqueness\n? [a, b]\n: 1\n", "key"),
+}
+
+
+@pytest.mark.parametrize(("text", "problem"), HOSTILE_SPECS.values(), ids=HOSTILE_SPECS.keys())
+def test_hostile_specs_raise_a_short_spec_error(text: str, problem: str) -> None:
+    with pytest.raises(ControlSpecError) as raised:
+        parse_control_yaml(text)
+    message = str(raised.value)
+    assert problem in message
+    assert len(message) <= MESSAGE_LIMIT and "\n" not in message
+
+
+def test_a_huge_spec_file_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("type: uniqueness\nfield: id\n# " + "x" * (10 * MAX_SPEC_CHARS) + "\n")
+    with pytest.raises(ControlSpecError, match="characters") as raised:
+        load_control_spec(path)
+    assert len(str(raised.value)) <= MESSAGE_LIMIT + len(str(path))
+
+
+LONG = "y" * 5000
+ECHOING_SPECS = {
+    "unknown-type": f"type: {LONG}\n",
+    "unknown-key": f"type: uniqueness\nfield: id\n{LONG}: 1\n",
+    "duplicate-key": f"type: uniqueness\n{LONG}: 1\n{LONG}: 2\n",
+    "twice-listed": f"type: uniqueness\nfields: [{LONG}, {LONG}]\n",
+    "long-column": f"type: uniqueness\nfield: {LONG}\n",
+    "yaml-error": f"type: uniqueness\nfield: [{LONG}\n",
+    "many-problems": "type: uniqueness\n" + "".join(f"k{i}: 1\n" for i in range(500)),
+}
+
+
+@pytest.mark.parametrize("text", ECHOING_SPECS.values(), ids=ECHOING_SPECS.keys())
+def test_messages_never_echo_unbounded_input(text: str) -> None:
+    with pytest.raises(ControlSpecError) as raised:
+        parse_control_yaml(text)
+    assert len(str(raised.value)) <= MESSAGE_LIMIT
+
+
+NUMBERS = {
+    "googol": (
+        "type: uniqueness\nfield: id\nmax_duplicate_count: 1" + "0" * 100,
+        "max_duplicate_count",
+    ),
+    "true": ("type: uniqueness\nfield: id\nmax_duplicate_count: true", "max_duplicate_count"),
+    "float": ("type: uniqueness\nfield: id\nmax_duplicate_count: 2.5", "max_duplicate_count"),
+    "text": ("type: uniqueness\nfield: id\nmax_duplicate_count: '3'", "max_duplicate_count"),
+    "owners-true": ("type: active_ownership\nmin_active_owners: true", "min_active_owners"),
+    "owners-huge": ("type: active_ownership\nmin_active_owners: 1000000", "min_active_owners"),
+}
+
+
+@pytest.mark.parametrize(("text", "field"), NUMBERS.values(), ids=NUMBERS.keys())
+def test_numbers_in_specs_are_strict_and_bounded(text: str, field: str) -> None:
+    with pytest.raises(ControlSpecError) as raised:
+        parse_control_yaml(text)
+    assert field in str(raised.value)
+    assert len(str(raised.value)) <= MESSAGE_LIMIT
+
+
+def test_sane_numbers_still_parse() -> None:
+    control = parse_control_yaml("type: uniqueness\nfield: id\nmax_duplicate_count: 1000000\n")
+    assert control.allowed_violations() == 1_000_000
+
+
+# --- on the lesson page -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drafted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo after incident A was resolved: the payments lesson drafted, PROPOSED."""
+    workdir = tmp_path_factory.mktemp("drafted") / "demo"
+    workdir.mkdir()
+    generate_histories(workdir / "snapshots")
+    demo = Demo(workdir, say=lambda _: None)
+    try:
+        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
+        demo.react()
+        resolve_incident(demo.catalog, PAYMENTS_INCIDENT, PAYMENTS_NOTE, STEWARD)
+        demo.react()
+        assert demo.lesson(PAYMENTS_INCIDENT).state is LessonState.PROPOSED
+    finally:
+        demo.catalog.close()
+    return workdir
+
+
+@pytest.fixture
+def drafted(drafted_template: Path, tmp_path: Path) -> Iterator[Demo]:
+    workdir = tmp_path / "demo"
+    shutil.copytree(drafted_template, workdir)
+    demo = Demo(workdir, say=lambda _: None)
+    yield demo
+    demo.catalog.close()
+
+
+PAGE_SPECS = {
+    "alias-bomb": (alias_bomb(levels=6), "anchor"),
+    "deep": (deep_nesting(MAX_SPEC_CHARS // 2 - 10), "nests deeper"),
+    "huge": ("type: uniqueness\nfield: " + "x" * 100_000, "characters"),
+    "googol": (
+        "{type: uniqueness, field: transaction_id, max_duplicate_count: 1" + "0" * 100 + "}",
+        "max_duplicate_count",
+    ),
+}
+
+
+@pytest.mark.parametrize(("spec", "problem"), PAGE_SPECS.values(), ids=PAGE_SPECS.keys())
+def test_a_hostile_spec_sends_the_lesson_back_to_proposed(
+    drafted: Demo, spec: str, problem: str
+) -> None:
+    drafted.steward_sets(LESSON, CONTROL_SPEC, spec)
+    drafted.steward_sets(LESSON, ROOT_CAUSE_STATUS, "CONFIRMED")
+
+    store = store_of(drafted.workdir)
+    lesson = stored_lesson(store, LESSON)
+    assert lesson.state is LessonState.PROPOSED
+    assert lesson.validation_error is not None and problem in lesson.validation_error
+    assert len(lesson.validation_error) <= MESSAGE_LIMIT
+    assert property_values(store, LESSON, ROOT_CAUSE_STATUS) == ["PROPOSED"]
+    info = latest(store, LESSON, GlossaryTermInfoClass)
+    assert info is not None and info.definition is not None
+    assert lesson.validation_error in info.definition
+    assert len(info.definition) < 20_000
