@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,10 +51,9 @@ def full_loop(tmp_path_factory: pytest.TempPathFactory) -> FullLoop:
 
 
 @pytest.fixture(scope="session")
-def payments_pending_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Scenario 1 up to human gate 2: the payments lesson confirmed, backtested, and waiting
-    for approval (reflex.approval = PENDING)."""
-    workdir = tmp_path_factory.mktemp("payments-pending") / "demo"
+def payments_drafted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Scenario 1 up to human gate 1: incident A resolved, the payments lesson drafted."""
+    workdir = tmp_path_factory.mktemp("payments-drafted") / "demo"
     workdir.mkdir()
     generate_histories(workdir / "snapshots")
     demo = Demo(workdir, say=lambda _: None)
@@ -62,21 +62,47 @@ def payments_pending_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         demo.react()
         resolve_incident(demo.catalog, PAYMENTS_INCIDENT, PAYMENTS_NOTE, STEWARD)
         demo.react()
-        demo.steward_sets(PAYMENTS_LESSON, ROOT_CAUSE_STATUS, "CONFIRMED")
-        assert demo.lesson(PAYMENTS_INCIDENT).state is LessonState.PENDING_APPROVAL
+        assert demo.lesson(PAYMENTS_INCIDENT).state is LessonState.PROPOSED
     finally:
         demo.catalog.close()
     return workdir
 
 
+@pytest.fixture(scope="session")
+def payments_pending_template(
+    payments_drafted_template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """Scenario 1 up to human gate 2: the payments lesson confirmed, backtested, and waiting
+    for approval (reflex.approval = PENDING)."""
+    workdir = tmp_path_factory.mktemp("payments-pending") / "demo"
+    with _copy_of(payments_drafted_template, workdir) as demo:
+        demo.steward_sets(PAYMENTS_LESSON, ROOT_CAUSE_STATUS, "CONFIRMED")
+        assert demo.lesson(PAYMENTS_INCIDENT).state is LessonState.PENDING_APPROVAL
+    return workdir
+
+
+@contextmanager
+def _copy_of(template: Path, workdir: Path) -> Iterator[Demo]:
+    shutil.copytree(template, workdir)
+    demo = Demo(workdir, say=lambda _: None)
+    try:
+        yield demo
+    finally:
+        demo.catalog.close()
+
+
+@pytest.fixture
+def drafted(payments_drafted_template: Path, tmp_path: Path) -> Iterator[Demo]:
+    """A private copy of the drafted stage."""
+    with _copy_of(payments_drafted_template, tmp_path / "demo") as demo:
+        yield demo
+
+
 @pytest.fixture
 def pending(payments_pending_template: Path, tmp_path: Path) -> Iterator[Demo]:
     """A private copy of the pending-approval stage."""
-    workdir = tmp_path / "demo"
-    shutil.copytree(payments_pending_template, workdir)
-    demo = Demo(workdir, say=lambda _: None)
-    yield demo
-    demo.catalog.close()
+    with _copy_of(payments_pending_template, tmp_path / "demo") as demo:
+        yield demo
 
 
 @pytest.fixture

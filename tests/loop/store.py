@@ -137,3 +137,11 @@ def land(demo: Demo, dataset: str, snapshot: str | Path | None, snapshot_id: str
     )
     demo.catalog.emit([acting_as(DEFAULT_ACTOR, dataset, operation)])
     return demo.clock
+
+
+def replay_from_start(demo: Demo) -> None:
+    """Forget the source's offset and let the pipeline handle the whole event log again, as
+    after a lost offset or a deliberate replay."""
+    offset = store_of(demo.workdir).with_name(STORE + ".reflex-offset")
+    offset.unlink()
+    demo.react()
