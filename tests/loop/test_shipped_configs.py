@@ -6,11 +6,16 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import pytest
 from datahub_actions.action.action_registry import action_registry
 from datahub_actions.filter.filter_registry import filter_registry
 from datahub_actions.pipeline.pipeline_context import PipelineContext
-from datahub_actions.plugin.source.kafka.kafka_event_source import KafkaEventSourceConfig
+from datahub_actions.plugin.source.kafka import kafka_event_source
+from datahub_actions.plugin.source.kafka.kafka_event_source import (
+    KafkaEventSource,
+    KafkaEventSourceConfig,
+)
 from datahub_actions.source.event_source_registry import event_source_registry
 
 from reflex_actions.action.config import ReflexConfig
@@ -137,6 +142,65 @@ def test_the_production_config_reads_its_environment(monkeypatch: pytest.MonkeyP
     landing = ReflexConfig.model_validate(config.action.config).landing
     assert landing.allowed_roots == [Path("/mnt/landing")]
     assert landing.locator == "/mnt/landing/{name}/{snapshot_id}.parquet"
+
+
+#: DataHub's own doc-propagation action gives each poll this long (its MAX_POLL_INTERVAL_MS)
+DATAHUB_DOC_PROPAGATION_POLL_MS = 60_000
+CLOSED_LOOPBACK_PORT = "127.0.0.1:9"  # discard: nothing answers, nothing leaves the machine
+KAFKA_CONSUMER = confluent_kafka.DeserializingConsumer
+
+
+def _consumer_config(source_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The properties the kafka source hands librdkafka for this source block. The consumer is
+    really built, so librdkafka's own checks (e.g. session timeout <= poll interval) apply."""
+    captured: dict[str, Any] = {}
+
+    class RecordingConsumer(KAFKA_CONSUMER):
+        def __init__(self, conf: dict[str, Any]) -> None:
+            captured.update(conf)
+            super().__init__(conf)
+
+    monkeypatch.setattr(
+        kafka_event_source.confluent_kafka, "DeserializingConsumer", RecordingConsumer
+    )
+    monkeypatch.setenv("DATAHUB_ACTIONS_KAFKA_ENV_PROPERTIES_ENABLED", "false")
+    source = KafkaEventSource.create(source_config, CTX)
+    source.close()
+    return captured
+
+
+def test_the_production_consumer_is_not_evicted_by_a_long_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An LLM draft or a backtest runs between two polls; past max.poll.interval.ms the broker
+    evicts the consumer and the event is delivered again. The kafka source's own default is
+    far shorter than that work."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVER", CLOSED_LOOPBACK_PORT)
+    config = load_pipeline(PRODUCTION)
+    assert config.source.config is not None
+    shipped = _consumer_config(config.source.config, monkeypatch)
+    bare = dict(config.source.config, connection={"bootstrap": CLOSED_LOOPBACK_PORT})
+    default = _consumer_config(bare, monkeypatch)
+
+    poll, session, heartbeat = (
+        int(shipped[key])
+        for key in ("max.poll.interval.ms", "session.timeout.ms", "heartbeat.interval.ms")
+    )
+    assert poll > int(default["max.poll.interval.ms"])
+    assert poll >= DATAHUB_DOC_PROPAGATION_POLL_MS
+    # Kafka's rules: heartbeats well inside the session, the session inside the poll interval
+    assert 3 * heartbeat <= session <= poll
+    assert shipped["auto.offset.reset"] == "latest"  # the rest of consumer_config still arrives
+
+
+def test_the_poll_interval_can_be_raised_for_slower_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVER", CLOSED_LOOPBACK_PORT)
+    monkeypatch.setenv("REFLEX_KAFKA_MAX_POLL_INTERVAL_MS", "900000")
+    config = load_pipeline(PRODUCTION)
+    assert config.source.config is not None
+    assert int(_consumer_config(config.source.config, monkeypatch)["max.poll.interval.ms"]) == (
+        900_000
+    )
 
 
 @pytest.mark.parametrize(
