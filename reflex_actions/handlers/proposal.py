@@ -28,9 +28,11 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     if lesson.control is None:
         raise ReflexError("the lesson has no control to backtest")
     if lesson.source_dataset is None:
+        named = [urn for urn in lesson.affected_assets if urn.startswith("urn:li:dataset:")]
         raise ReflexError(
-            f"incident {lesson.incident} names no dataset, so there is nothing to compare "
-            "similar assets with"
+            f"incident {lesson.incident} "
+            + (f"names {named[0]}, which is not in the catalog" if named else "names no dataset")
+            + ", so there is nothing to compare similar assets with"
         )
     control = parse_control_spec(lesson.control)
     resolution = resolve_similar_assets(
