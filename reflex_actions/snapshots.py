@@ -3,10 +3,15 @@
 A snapshot is one Parquet or CSV file holding a dataset's rows at one run; its id is the file
 name without the extension. CSV values are read as text so every file of a history has the same
 types whatever DuckDB's sniffer would guess.
+
+DuckDB reads a path as a glob pattern and ``key=value`` folders as columns; Reflex reads exactly
+the one file it checked, so paths reach DuckDB with their glob characters escaped, hive
+partitioning off, and the files a pattern names are checked to be that file alone.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,6 +38,15 @@ FORMATS_BY_SUFFIX: dict[str, SnapshotFormat] = {
 #: Column holding the source file path when several snapshots are read as one relation.
 FILE_COLUMN = "__reflex_file"
 
+#: Characters DuckDB's file globbing gives a meaning to.
+GLOB_CHARACTERS = re.compile(r"[*?\[]")
+
+
+def exact_file_pattern(path: Path) -> str:
+    """The DuckDB path pattern matching ``path`` and nothing else: each glob character becomes a
+    one-character class (``l*nkdir`` -> ``l[*]nkdir``)."""
+    return GLOB_CHARACTERS.sub(lambda match: f"[{match.group()}]", str(path))
+
 
 def reader_call(snapshot_format: SnapshotFormat, parameter: str, *, many: bool = False) -> str:
     """The DuckDB table function reading the file(s) bound to ``$parameter``.
@@ -40,7 +54,7 @@ def reader_call(snapshot_format: SnapshotFormat, parameter: str, *, many: bool =
     With ``many``, the files are read as one table with columns matched by name and each row
     tagged with its file in :data:`FILE_COLUMN`.
     """
-    arguments = [f"${parameter}"]
+    arguments = [f"${parameter}", "hive_partitioning = false"]
     if snapshot_format == "csv":
         arguments += ["header = true", "all_varchar = true"]
     if many:
@@ -59,7 +73,7 @@ def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> Relatio
     selects: list[str] = []
     params: dict[str, list[str]] = {}
     for snapshot_format in ("parquet", "csv"):
-        paths = [str(s.path) for s in snapshots if s.format == snapshot_format]
+        paths = [s.pattern for s in snapshots if s.format == snapshot_format]
         if paths:
             parameter = f"{snapshot_format}_files"
             params[parameter] = paths
@@ -80,6 +94,16 @@ class SnapshotFile:
     def snapshot_id(self) -> str:
         return self.path.stem
 
+    @property
+    def read_path(self) -> str:
+        """The file DuckDB reads: the resolved path (what a reader's filename column shows)."""
+        return str(self.path.resolve())
+
+    @property
+    def pattern(self) -> str:
+        """What DuckDB is given to read exactly :attr:`read_path`."""
+        return exact_file_pattern(Path(self.read_path))
+
     @classmethod
     def from_path(cls, path: str | Path) -> SnapshotFile:
         """A snapshot at ``path``; raises when it is missing or not Parquet/CSV."""
@@ -98,19 +122,32 @@ class SnapshotFile:
         """The whole snapshot as a relation, its path bound as ``$snapshot``."""
         return Relation(
             sql=f"SELECT * FROM {reader_call(self.format, 'snapshot')}",
-            params={"snapshot": str(self.path)},
+            params={"snapshot": self.pattern},
         )
 
     def columns(self, connection: duckdb.DuckDBPyConnection) -> list[str]:
-        """Column names of the snapshot (reads the Parquet footer or sniffs the CSV header)."""
+        """Column names of the snapshot (reads the Parquet footer or sniffs the CSV header),
+        once DuckDB is known to read this file and no other."""
         relation = self.relation()
         try:
+            self._check_reads_only_itself(connection)
             described = connection.execute(f"DESCRIBE {relation.sql}", relation.params).fetchall()
         except duckdb.Error as error:
             raise SnapshotUnreadableError(
                 f"cannot read snapshot {self.path}: {first_line(error)}"
             ) from None
         return [row[0] for row in described]
+
+    def _check_reads_only_itself(self, connection: duckdb.DuckDBPyConnection) -> None:
+        """The files DuckDB expands :attr:`pattern` to must be exactly :attr:`read_path` (e.g. a
+        path with both a backslash and a glob character cannot be matched exactly)."""
+        matched = connection.execute("SELECT file FROM glob($pattern)", {"pattern": self.pattern})
+        files = [file for (file,) in matched.fetchall()]
+        if files != [self.read_path]:
+            raise SnapshotUnreadableError(
+                f"snapshot {self.path}: DuckDB would read {len(files)} file(s) for it, "
+                "not exactly this one"
+            )
 
     def check_columns(self, connection: duckdb.DuckDBPyConnection, required: list[str]) -> None:
         """Raise SchemaDriftError when the snapshot lacks any ``required`` column."""

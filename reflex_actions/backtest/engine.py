@@ -162,7 +162,7 @@ def _run_partitioned(
     rows = _execute(con, query.sql, query.params, dataset, progress)
     by_path = {path: (scanned, violations, sample) for path, scanned, violations, sample in rows}
     # A file with no rows yields no group: it was read fine and holds nothing to flag.
-    return {s.snapshot_id: by_path.get(str(s.path), (0, 0, None)) for s in snapshots}
+    return {s.snapshot_id: by_path.get(s.read_path, (0, 0, None)) for s in snapshots}
 
 
 def _execute(

@@ -7,6 +7,7 @@ from pathlib import Path
 from datahub.metadata.schema_classes import OperationClass
 
 from reflex_actions.action.config import LandingConfig
+from reflex_actions.bounded import excerpt
 from reflex_actions.errors import ReflexError
 
 DEFAULT_PARTITION = "FULL_TABLE_SNAPSHOT"
@@ -36,7 +37,11 @@ def locate_snapshot(
             "the operation names no snapshot (customProperties.snapshot or snapshot_id) "
             "and no landing locator is configured"
         )
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, ValueError):  # a NUL byte, a symlink loop
+        raise SnapshotRefused(f"snapshot path {excerpt(str(path))} cannot be resolved") from None
     if not any(resolved.is_relative_to(root.resolve()) for root in landing.allowed_roots):
-        raise SnapshotRefused(f"snapshot {path} is outside the allowed roots")
+        raise SnapshotRefused(f"snapshot {excerpt(str(path))} is outside the allowed roots")
+    # The snapshot reader reads exactly this resolved file (glob characters escaped).
     return resolved, snapshot_id or resolved.stem

@@ -3,19 +3,14 @@ back to PROPOSED with that error (issue 11, items 7 and 9)."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import MAX_SPEC_CHARS, load_control_spec, parse_control_yaml
-from reflex_actions.demo.history import PAYMENTS_INCIDENT, generate_histories
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import PAYMENTS_NOTE, STEWARD, Demo
+from reflex_actions.demo.history import PAYMENTS_INCIDENT
+from reflex_actions.demo.run import Demo
 from reflex_actions.errors import ControlSpecError
 from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
@@ -117,33 +112,6 @@ def test_sane_numbers_still_parse() -> None:
 
 
 # --- on the lesson page -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def drafted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo after incident A was resolved: the payments lesson drafted, PROPOSED."""
-    workdir = tmp_path_factory.mktemp("drafted") / "demo"
-    workdir.mkdir()
-    generate_histories(workdir / "snapshots")
-    demo = Demo(workdir, say=lambda _: None)
-    try:
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
-        demo.react()
-        resolve_incident(demo.catalog, PAYMENTS_INCIDENT, PAYMENTS_NOTE, STEWARD)
-        demo.react()
-        assert demo.lesson(PAYMENTS_INCIDENT).state is LessonState.PROPOSED
-    finally:
-        demo.catalog.close()
-    return workdir
-
-
-@pytest.fixture
-def drafted(drafted_template: Path, tmp_path: Path) -> Iterator[Demo]:
-    workdir = tmp_path / "demo"
-    shutil.copytree(drafted_template, workdir)
-    demo = Demo(workdir, say=lambda _: None)
-    yield demo
-    demo.catalog.close()
 
 
 PAGE_SPECS = {
