@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.steward import acting_as
-from reflex_actions.controls import dump_control_yaml, parse_control_spec
+from reflex_actions.controls import dump_control_line, dump_control_yaml, parse_control_spec
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.vocabulary import LESSONS_NODE, display_name
 
@@ -44,7 +44,9 @@ def load_lesson(catalog: Catalog, urn: str) -> Lesson | None:
 
 
 def control_yaml(lesson: Lesson) -> str:
-    return dump_control_yaml(parse_control_spec(lesson.control)) if lesson.control else ""
+    """The lesson's control as ``reflex.controlSpec`` holds it: one line of flow YAML, since
+    DataHub's UI edits that property in a one-line input that strips newlines."""
+    return dump_control_line(parse_control_spec(lesson.control)) if lesson.control else ""
 
 
 def render_definition(lesson: Lesson, title: str) -> str:
@@ -79,7 +81,8 @@ def render_definition(lesson: Lesson, title: str) -> str:
         lines += ["", "#### Evidence"]
         lines += [f"- ({item.source}) “{item.quote}”" for item in lesson.evidence]
     if lesson.control:
-        lines += ["", "#### Control", "```yaml", control_yaml(lesson).rstrip(), "```"]
+        readable = dump_control_yaml(parse_control_spec(lesson.control))
+        lines += ["", "#### Control", "```yaml", readable.rstrip(), "```"]
     else:
         lines += ["", "No control proposed: set `reflex.controlSpec` to propose one."]
     if lesson.report:
