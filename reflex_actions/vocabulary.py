@@ -29,3 +29,10 @@ def display_name(urn: str) -> str:
         if len(parts) == 3:
             return parts[1]
     return urn.rsplit(":", 1)[-1]
+
+
+def dataset_platform(urn: str) -> str:
+    """A dataset urn's platform name (``snowflake``), or "" when the urn is not a dataset's."""
+    if urn.startswith("urn:li:dataset:(urn:li:dataPlatform:"):
+        return urn.removeprefix("urn:li:dataset:(urn:li:dataPlatform:").split(",", 1)[0]
+    return ""

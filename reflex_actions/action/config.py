@@ -26,8 +26,10 @@ class ApproversConfig(_Strict):
 
 
 class HistoriesConfig(_Strict):
-    """Where each dataset's snapshot history lives: ``root / folder`` (``{name}`` = dataset
-    name, ``{platform}`` = platform). Datasets without a folder have no history."""
+    """Where each dataset's snapshot history lives: ``root / folder``, where ``{name}`` is the
+    dataset urn's name (``payments.public.card_settlements``, never the shorter display name,
+    which collides across schemas and platforms) and ``{platform}`` the urn's platform (e.g.
+    ``{platform}/{name}`` for a platform level). Datasets without a folder have no history."""
 
     root: Path | None = None
     folder: str = "{name}"

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 from datahub.metadata.schema_classes import (
     GroupMembershipClass,
@@ -18,7 +19,7 @@ from reflex_actions.action.config import ReflexConfig
 from reflex_actions.backtest.history import History, HistoryError, load_history
 from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.lessons.drafting import Proposer, make_proposer
-from reflex_actions.vocabulary import display_name
+from reflex_actions.vocabulary import dataset_platform, display_name
 
 logger = logging.getLogger(__name__)
 
@@ -33,19 +34,29 @@ class HandlerContext:
     def proposer(self) -> Proposer:
         return make_proposer(self.config.llm)
 
-    def history_for(self, dataset_urn: str) -> History | None:
-        """The dataset's snapshot history, if the configured histories root has one."""
+    def history_folder(self, dataset_urn: str) -> Path | None:
+        """The one mapping from a dataset urn to its history folder (``histories.folder``);
+        None without a histories root, or when the urn's name would lead outside it."""
         root = self.config.histories.root
         if root is None:
             return None
-        context = self.catalog.dataset(dataset_urn)
-        name = context.name if context else display_name(dataset_urn)
-        platform = context.platform if context else ""
-        folder = root / self.config.histories.folder.format(name=name, platform=platform)
-        if not folder.is_dir():
+        relative = self.config.histories.folder.format(
+            name=display_name(dataset_urn), platform=dataset_platform(dataset_urn)
+        )
+        folder = (root / relative).resolve()
+        if not folder.is_relative_to(root.resolve()):
+            logger.warning("no history for %s: its name leads outside %s", dataset_urn, root)
+            return None
+        return folder
+
+    def history_for(self, dataset_urn: str) -> History | None:
+        """The dataset's snapshot history, if the configured histories root has one; it is
+        named by the urn's name, as the report lists it."""
+        folder = self.history_folder(dataset_urn)
+        if folder is None or not folder.is_dir():
             return None
         try:
-            return load_history(folder, dataset=name)
+            return load_history(folder, dataset=display_name(dataset_urn))
         except HistoryError as error:
             logger.warning("ignoring the history of %s: %s", dataset_urn, error)
             return None

@@ -103,7 +103,7 @@ def _backtest_section(
 ) -> str:
     """Backtest on the source and every scored candidate that has a history; an ownership
     control on the estate's ownership snapshots."""
-    histories: list[History] = []
+    histories: dict[str, History] = {}  # dataset urn (or "" for the estate-wide one) -> history
     controls: dict[str, Control] = {}
     without_history: list[str] = []
     if control.runs_on_landed_data:
@@ -112,41 +112,38 @@ def _backtest_section(
             if history is None:
                 without_history.append(urn)
                 continue
-            histories.append(history)
+            histories[urn] = history
             if urn in mappings:
                 controls[history.dataset] = control.with_dataset_fields(mappings[urn])
     elif (ownership := ctx.ownership_history()) is not None:
-        histories.append(ownership)
+        histories[""] = ownership  # one estate-wide history: it speaks for every scope
     if not histories:
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on."
     report = backtest(
         control,
-        histories,
+        list(histories.values()),
         sample_size=ctx.config.backtest.sample_size,
         memory_limit=ctx.config.backtest.memory_limit,
         controls_by_dataset=controls,
     )
-    missing = [display_name(c.urn) for c in resolution.recommended if c.urn in without_history]
+    scope = [lesson.source_dataset or "", *(c.urn for c in resolution.recommended)]
+    scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}
+    missing = [display_name(urn) for urn in scope if urn in without_history]
     note = f"\n\nNo history for: {', '.join(missing)}." if missing else ""
-    return _scope_summary(report, lesson, resolution) + render_markdown(report) + note
+    return _scope_summary(report, scoped, len(set(scope))) + render_markdown(report) + note
 
 
-def _scope_summary(report: BacktestReport, lesson: Lesson, resolution: Resolution) -> str:
+def _scope_summary(report: BacktestReport, scoped: set[str], scope_size: int) -> str:
     """The figures for what approval would publish (the source and the recommended
-    candidates); the tables below also cover the near misses, for comparison."""
-    names = {
-        display_name(urn)
-        for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.recommended)]
-    }
-    outcomes = [
-        o for o in report.per_snapshot if o.dataset in names or o.dataset.startswith("ownership")
-    ]
-    datasets = [d for d in report.datasets if d.dataset in names]
+    candidates), from the same per-dataset rows the tables below show (which also cover the
+    near misses, for comparison); ``scoped`` names those rows' histories."""
+    outcomes = [o for o in report.per_snapshot if o.dataset in scoped]
+    datasets = [d for d in report.datasets if d.dataset in scoped]
     scores = Scores.compute(outcomes, len(datasets), sum(d.applicable for d in datasets))
     precision = "n/a" if scores["precision"] is None else f"{scores['precision']:.0%}"
     recall = "n/a" if scores["recall"] is None else f"{scores['recall']:.0%}"
     return (
-        f"**Recommended scope** ({len(names)} datasets): precision {precision}, recall {recall}, "
+        f"**Recommended scope** ({scope_size} datasets): precision {precision}, recall {recall}, "
         f"{scores['true_positives']} labelled failures caught, {scores['false_positives']} false "
         f"alarms, {scores['false_negatives']} missed, {scores['not_evaluable']} snapshots not "
         "evaluable.\n\n"
