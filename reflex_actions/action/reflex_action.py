@@ -34,18 +34,31 @@ ROUTES: dict[tuple[str, str], Handler] = {
 }
 
 
-def open_catalog(config: ReflexConfig, ctx: PipelineContext) -> Catalog:
+def open_catalog(config: ReflexConfig, ctx: PipelineContext) -> tuple[Catalog, ReflexConfig]:
+    """The store, and the config with every actor the store records for Reflex's own writes."""
     if config.store is not None:
         from reflex_actions.catalog.lite import LiteCatalog
 
-        return LiteCatalog(config.store)
+        return LiteCatalog(config.store), config
     if ctx.graph is None:
         raise CatalogError(
             "no catalog: set `store` (embedded DataHub Lite) or a `datahub:` block in the pipeline"
         )
     from reflex_actions.catalog.server import ServerCatalog
 
-    return ServerCatalog(ctx.graph.graph)
+    catalog = ServerCatalog(ctx.graph.graph)
+    try:
+        principal = catalog.principal()
+    except CatalogError as error:
+        raise CatalogError(
+            f"DataHub does not accept Reflex's credentials ({error}). Give the pipeline's "
+            "`datahub:` block a `token` of Reflex's service user, or set "
+            "DATAHUB_SYSTEM_CLIENT_ID and DATAHUB_SYSTEM_CLIENT_SECRET as DataHub's own "
+            "actions do"
+        ) from None
+    # GMS records the authenticated principal on every write, whatever Reflex says it is
+    own = list(dict.fromkeys([*config.own_actors, principal]))
+    return catalog, config.model_copy(update={"own_actors": own})
 
 
 class ReflexAction(Action):
@@ -54,8 +67,12 @@ class ReflexAction(Action):
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
-        config = ReflexConfig.model_validate(config_dict or {})
-        return cls(config, open_catalog(config, ctx))
+        catalog, config = open_catalog(ReflexConfig.model_validate(config_dict or {}), ctx)
+        logger.info(
+            "reflex: Reflex's own writes are recorded as %s",
+            ", ".join([config.service_actor, *config.own_actors]),
+        )
+        return cls(config, catalog)
 
     def act(self, event: EventEnvelope) -> None:
         if event.event_type != METADATA_CHANGE_LOG_EVENT_V1_TYPE:

@@ -46,10 +46,10 @@ class Catalog(ABC):
         status = self.get_aspect(urn, CorpUserStatusClass)
         return status.status if status else None
 
+    @abstractmethod
     def aspect_writer(self, urn: str, aspect_class: type[AspectT]) -> str | None:
-        """Who wrote the current value of an aspect, or None when the store does not say
-        (e.g. ingestion that records no actor)."""
-        return None
+        """Who wrote the current value of an aspect, or None when it is absent or the store
+        does not say (e.g. ingestion that records no actor)."""
 
     @abstractmethod
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:

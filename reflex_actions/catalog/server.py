@@ -87,6 +87,29 @@ class ServerCatalog(Catalog):
         with self._talking(f"read {aspect_class.ASPECT_NAME} of {urn}"):
             return self._graph.get_aspect(urn, aspect_class)
 
+    def aspect_writer(self, urn: str, aspect_class: type[AspectT]) -> str | None:
+        # GMS keeps who wrote each aspect version: the ``created`` stamp of the enveloped aspect
+        name = aspect_class.ASPECT_NAME
+        with self._talking(f"read who wrote {name} of {urn}"):
+            try:
+                raw = self._graph.get_entity_raw(urn, aspects=[name])
+            except HTTPError as error:
+                if error.response is not None and error.response.status_code == 404:
+                    return None
+                raise
+        aspect = (raw.get("aspects") or {}).get(name) or {}
+        return (aspect.get("created") or {}).get("actor")
+
+    def principal(self) -> str:
+        """The user GMS authenticates Reflex as (and records on its writes): the token's
+        owner, or ``__datahub_system`` for system-client credentials or with auth off."""
+        with self._talking("find out whom DataHub authenticates Reflex as"):
+            answer = self._graph.execute_graphql("query { me { corpUser { urn } } }")
+        urn = ((answer.get("me") or {}).get("corpUser") or {}).get("urn")
+        if not urn:
+            raise CatalogError("DataHub did not say whom it authenticates Reflex as (`me`)")
+        return str(urn)
+
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         with self._talking(f"read the latest {aspect_class.ASPECT_NAME} of {urn}"):
             return self._graph.get_latest_timeseries_value(

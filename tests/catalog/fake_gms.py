@@ -83,6 +83,8 @@ class Recorded:
     body: Any
     #: the bearer token of the ``Authorization`` header, if any
     token: str | None = None
+    #: ``id:secret`` of a ``Basic`` (system-client) ``Authorization`` header, if any
+    system_client: str | None = None
 
 
 def _restli_error(status: int, message: str) -> dict[str, Any]:
@@ -137,8 +139,20 @@ class FakeGmsServer:
     thread; use it as a context manager.
     """
 
-    def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tokens: Mapping[str, str] | None = None,
+        *,
+        system_client: str | None = None,
+        metadata_service_auth: bool = False,
+    ) -> None:
         self.requests: list[Recorded] = []
+        #: ``id:secret`` GMS accepts as its system client (DATAHUB_SYSTEM_CLIENT_ID/_SECRET)
+        self._system_client = system_client
+        #: METADATA_SERVICE_AUTH_ENABLED: with it on, a request without credentials gets 401
+        self._auth_required = metadata_service_auth
+        #: (urn, aspect name) -> the audit stamp of its current version (EnvelopedAspect.created)
+        self._created: dict[tuple[str, str], dict[str, Any]] = {}
         self.unserved: list[Recorded] = []
         #: every MetadataChangeLog emitted, oldest first (see ``take_change_log``)
         self.change_log: list[MetadataChangeLogClass] = []
@@ -219,8 +233,9 @@ class FakeGmsServer:
         """Route one request to the endpoint GMS would serve it from."""
         with self._lock:
             self.requests.append(request)
-            if request.token is not None and request.token not in self._tokens:
-                return 401, _restli_error(401, "Unauthorized: the token is not recognized")
+            principal = self._principal(request)
+            if principal is None:
+                return 401, _restli_error(401, "Unauthorized: the credentials are not recognized")
             status = next(
                 (s for prefix, s in self._failures.items() if request.path.startswith(prefix)),
                 None,
@@ -237,7 +252,7 @@ class FakeGmsServer:
             if route == ("GET", _RELATIONSHIPS):
                 return self._relationships(request)
             if route == ("POST", "/api/graphql"):
-                return self._graphql(request)
+                return self._graphql(request, principal)
             if route == ("POST", "/aspects"):
                 action = request.query.get("action", [""])[0]
                 if action == "getTimeseriesAspectValues":
@@ -245,6 +260,15 @@ class FakeGmsServer:
                 return self._ingest(request)
             self.unserved.append(request)
             return 404, _restli_error(404, f"the fake GMS does not serve {request.path}")
+
+    def _principal(self, request: Recorded) -> str | None:
+        """Whom GMS authenticates the request as, or None (401): a token's owner, the system
+        actor for the system client's credentials, and with auth off the system actor too."""
+        if request.token is not None:
+            return self._tokens.get(request.token)
+        if request.system_client is not None:
+            return SYSTEM_ACTOR if request.system_client == self._system_client else None
+        return None if self._auth_required else SYSTEM_ACTOR
 
     def _get_aspect(self, request: Recorded) -> tuple[int, Any]:
         """``GET /aspects/{urn}?aspect=..&version=0``: a VersionedAspect, or 404 when absent."""
@@ -265,6 +289,7 @@ class FakeGmsServer:
         wanted = set(projection.split(",")) | KEY_ASPECT_NAMES
         aspects = {
             name: {"name": name, "type": "VERSIONED", "version": 0, "value": value}
+            | ({"created": self._created[(urn, name)]} if (urn, name) in self._created else {})
             for name, value in self._aspects[urn].items()
             if name in wanted
         }
@@ -296,10 +321,13 @@ class FakeGmsServer:
             "entities": [{"relationshipType": kind, "urn": other} for kind, other in page],
         }
 
-    def _graphql(self, request: Recorded) -> tuple[int, Any]:
-        """``scrollAcrossEntities`` over the search documents, in one page; GraphQL errors else."""
+    def _graphql(self, request: Recorded, principal: str) -> tuple[int, Any]:
+        """``me`` (the authenticated user), and ``scrollAcrossEntities`` over the search
+        documents in one page; GraphQL errors else."""
         if self._query_rejection is not None:
             return 200, {"errors": [{"message": self._query_rejection}]}
+        if request.body["query"].replace(" ", "").startswith("query{me{"):
+            return 200, {"data": {"me": {"corpUser": {"urn": principal}}}}
         if "scrollAcrossEntities" not in request.body["query"]:
             return 200, {"errors": [{"message": "the fake GMS serves only scrollAcrossEntities"}]}
         variables = request.body.get("variables", {})
@@ -362,7 +390,7 @@ class FakeGmsServer:
         else:
             self.unserved.append(request)
             return 404, _restli_error(404, f"the fake GMS does not serve action {action}")
-        actor = self._tokens.get(request.token or "", SYSTEM_ACTOR)
+        actor = self._principal(request) or SYSTEM_ACTOR  # answer() refused anyone else
         staged = {urn: dict(aspects) for urn, aspects in self._aspects.items()}
         events: list[tuple[str, str, dict[str, Any], dict[str, Any] | None, Any]] = []
         try:
@@ -376,6 +404,7 @@ class FakeGmsServer:
         now = int(time.time() * 1000)
         for urn, name, value, previous, system_metadata in events:
             self._store(urn, name, value)
+            self._created[(urn, name)] = {"time": now, "actor": actor}
             self.change_log.append(
                 _change_log(urn, name, value, previous, system_metadata, actor, now)
             )
@@ -472,7 +501,12 @@ class _Handler(BaseHTTPRequestHandler):
             path=unquote(parts.path),
             query=parse_qs(parts.query, keep_blank_values=True),
             body=json.loads(raw) if raw else None,
-            token=authorization.removeprefix("Bearer ").strip() or None,
+            token=authorization.removeprefix("Bearer ").strip() or None
+            if authorization.startswith("Bearer ")
+            else None,
+            system_client=authorization.removeprefix("Basic ").strip() or None
+            if authorization.startswith("Basic ")
+            else None,
         )
         status, payload = self.server.fake.answer(request)  # type: ignore[attr-defined]
         data = json.dumps(payload).encode()

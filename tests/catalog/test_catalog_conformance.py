@@ -29,6 +29,7 @@ from datahub.metadata.schema_classes import (
     GlobalTagsClass,
     GlossaryTermAssociationClass,
     GlossaryTermsClass,
+    GroupMembershipClass,
     IncidentInfoClass,
     IncidentStateClass,
     IncidentStatusClass,
@@ -50,7 +51,7 @@ from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.server import ServerCatalog
-from reflex_actions.catalog.steward import resolve_incident
+from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.catalog.builders import field, schema
 from tests.catalog.fake_gms import FakeGmsServer
@@ -313,3 +314,14 @@ def test_latest_timeseries_value(catalog: Catalog, estate: Estate) -> None:
     ) and catalog.latest_timeseries(assertion, AssertionRunEventClass)
     assert latest is not None
     assert (latest.timestampMillis, latest.result.type) == (2_000, "FAILURE")
+
+
+def test_aspect_writer_is_who_the_store_recorded(catalog: Catalog, estate: Estate) -> None:
+    """Who wrote an aspect (the gates trust a group membership only when the member did not
+    write it): the acting user on the embedded store, the authenticated principal on GMS."""
+    member = make_user_urn(f"member-{uuid.uuid4().hex[:8]}")
+    membership = GroupMembershipClass(groups=["urn:li:corpGroup:finance-stewards"])
+    assert catalog.aspect_writer(member, GroupMembershipClass) is None
+    catalog.emit([acting_as(estate.carol, member, membership)])
+    recorded = catalog.principal() if isinstance(catalog, ServerCatalog) else estate.carol
+    assert catalog.aspect_writer(member, GroupMembershipClass) == recorded
