@@ -1,6 +1,7 @@
 """Renderings of a backtest a steward reads: markdown for the lesson page, HTML with a timeline.
 
-Everything shown comes from the report model; text from snapshots and labels is escaped.
+Everything shown comes from the report model; text from snapshots and labels is escaped (markdown
+through :mod:`reflex_actions.markdown`, HTML through :func:`html.escape`).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import html
 
 from reflex_actions.backtest.metrics import BacktestReport, Scores, SnapshotOutcome
+from reflex_actions.markdown import escape
 
 VERDICT_TEXT = {
     "true_positive": "caught (labelled failure)",
@@ -24,15 +26,11 @@ def _ratio(value: float | None, scores: Scores, metric: str) -> str:
     return f"{value:.0%}"
 
 
-def _md_cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(report: BacktestReport) -> str:
     """The backtest as markdown: overall metrics, one row per dataset, problems listed."""
     c = report.coverage
     lines = [
-        f"### Backtest: {_md_cell(report.control)}",
+        f"### Backtest: {escape(report.control)}",
         "",
         "| metric | value |",
         "| --- | --- |",
@@ -49,7 +47,7 @@ def render_markdown(report: BacktestReport) -> str:
     ]
     for d in report.datasets:
         lines.append(
-            f"| {_md_cell(d.dataset)} | {d.coverage.snapshots} | {d.true_positives} "
+            f"| {escape(d.dataset)} | {d.coverage.snapshots} | {d.true_positives} "
             f"| {d.false_positives} | {d.true_negatives} | {d.false_negatives} | {d.not_evaluable} "
             f"| {_ratio(d.precision, d, 'precision')} | {_ratio(d.recall, d, 'recall')} |"
         )
@@ -64,8 +62,8 @@ def render_markdown(report: BacktestReport) -> str:
             detail = o.reason or (f"incident {o.incident}" if o.incident else "")
             violations = "" if o.violation_count is None else o.violation_count
             lines.append(
-                f"| {_md_cell(o.dataset)} | {_md_cell(o.snapshot_id)} | {VERDICT_TEXT[o.verdict]} "
-                f"| {violations} | {_md_cell(detail)} |"
+                f"| {escape(o.dataset)} | {escape(o.snapshot_id)} | {VERDICT_TEXT[o.verdict]} "
+                f"| {violations} | {escape(detail)} |"
             )
     lines += [
         "",
@@ -75,12 +73,12 @@ def render_markdown(report: BacktestReport) -> str:
     for d in report.datasets:
         outcomes = report.outcomes_for(d.dataset)
         if outcomes:
-            span = f"{outcomes[0].snapshot_id} … {outcomes[-1].snapshot_id}"
-            lines.append(f"- `{render_sparkline(outcomes)}` {_md_cell(d.dataset)} ({span})")
+            span = f"{escape(outcomes[0].snapshot_id)} … {escape(outcomes[-1].snapshot_id)}"
+            lines.append(f"- `{render_sparkline(outcomes)}` {escape(d.dataset)} ({span})")
     not_applicable = [d for d in report.datasets if not d.applicable]
     if not_applicable:
         lines += ["", "Not applicable:"]
-        lines += [f"- {_md_cell(d.dataset)}: {_md_cell(d.reason)}" for d in not_applicable]
+        lines += [f"- {escape(d.dataset)}: {escape(d.reason)}" for d in not_applicable]
     return "\n".join(lines) + "\n"
 
 

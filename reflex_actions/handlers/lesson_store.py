@@ -18,6 +18,7 @@ from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import dump_control_line, dump_control_yaml, parse_control_spec
 from reflex_actions.lessons.model import Lesson
+from reflex_actions.markdown import code, code_block, escape
 from reflex_actions.vocabulary import LESSONS_NODE, display_name
 
 LESSON_PROPERTY = "reflex.lesson"
@@ -50,69 +51,78 @@ def control_yaml(lesson: Lesson) -> str:
 
 
 def render_definition(lesson: Lesson, title: str) -> str:
-    """The lesson page a steward reads in DataHub (markdown)."""
+    """The lesson page a steward reads in DataHub (markdown).
+
+    Everything from an incident, a model, a snapshot or an error goes through
+    :mod:`reflex_actions.markdown`, so it shows as text and never renders as markup. The report
+    is Reflex's own markdown, escaped where it was built.
+    """
+    source = display_name(lesson.source_dataset or "an unknown dataset")
     lines = [
-        f"**{title}** — state: **{lesson.state.value}**",
+        f"**{escape(title)}** — state: **{lesson.state.value}**",
         "",
-        f"Learned from incident `{lesson.incident}` "
-        f"on `{display_name(lesson.source_dataset or 'an unknown dataset')}`.",
+        f"Learned from incident {code(lesson.incident)} on {code(source)}.",
         "",
     ]
     if lesson.validation_error:
-        lines += [f"> **Needs a fix before it can be confirmed:** {lesson.validation_error}", ""]
+        lines += [
+            f"> **Needs a fix before it can be confirmed:** {code(lesson.validation_error)}",
+            "",
+        ]
     lines += [
         "#### Root cause",
-        lesson.root_cause,
+        escape(lesson.root_cause),
         "",
-        f"Failure pattern: `{lesson.failure_pattern.value}`",
+        f"Failure pattern: {code(lesson.failure_pattern.value)}",
     ]
     proposer = lesson.proposer.name + (
         f" ({lesson.proposer.model})" if lesson.proposer.model else ""
     )
     lines += [
-        f"Drafted by the {proposer} proposer, confidence {lesson.confidence:.0%}. "
+        f"Drafted by the {escape(proposer)} proposer, confidence {lesson.confidence:.0%}. "
         "The draft is a proposal, not an authority: confirm or edit it.",
     ]
     if lesson.proposer.fallback_reason:
-        lines.append(f"The model's answer was not used: {lesson.proposer.fallback_reason}")
+        lines.append(f"The model's answer was not used: {escape(lesson.proposer.fallback_reason)}")
     if lesson.rationale:
-        lines += ["", f"Rationale: {lesson.rationale}"]
+        lines += ["", f"Rationale: {escape(lesson.rationale)}"]
     if lesson.evidence:
         lines += ["", "#### Evidence"]
-        lines += [f"- ({item.source}) “{item.quote}”" for item in lesson.evidence]
+        lines += [f"- ({escape(item.source)}) “{escape(item.quote)}”" for item in lesson.evidence]
     if lesson.control:
         readable = dump_control_yaml(parse_control_spec(lesson.control))
-        lines += ["", "#### Control", "```yaml", readable.rstrip(), "```"]
+        lines += ["", "#### Control", code_block(readable, "yaml")]
     else:
         lines += ["", "No control proposed: set `reflex.controlSpec` to propose one."]
     if lesson.report:
         lines += ["", lesson.report.rstrip()]
     if lesson.published_scope:
         lines += ["", "#### Published on"]
-        lines += [f"- {display_name(urn)}" for urn in lesson.published_scope]
+        lines += [f"- {escape(display_name(urn))}" for urn in lesson.published_scope]
     if lesson.recurrences:
         lines += ["", "#### Recurrences caught"]
         lines += [_recurrence_line(r) for r in lesson.recurrences]
     if lesson.decisions:
         lines += ["", "#### Decisions"]
-        lines += [
-            f"- {d['decision']} by {d['actor']} at {d['at']}"
-            + (f": {d['detail']}" if d.get("detail") else "")
-            for d in lesson.decisions
-        ]
+        lines += [_decision_line(d) for d in lesson.decisions]
     return "\n".join(lines) + "\n"
+
+
+def _decision_line(decision: dict[str, Any]) -> str:
+    line = f"- {escape(decision['decision'])} by {escape(decision['actor'])} at {decision['at']}"
+    return line + (f": {code(decision['detail'])}" if decision.get("detail") else "")
 
 
 def _recurrence_line(recurrence: dict[str, Any]) -> str:
     line = (
-        f"- `{recurrence['incident']}` on {display_name(recurrence['dataset'])} "
-        f"(snapshot {recurrence['snapshot']})"
+        f"- {code(recurrence['incident'])} on {escape(display_name(recurrence['dataset']))} "
+        f"(snapshot {code(recurrence['snapshot'])})"
     )
     resolved = recurrence.get("resolved")
     if resolved:
-        line += f", resolved by {resolved['by']} at {resolved['at']}"
+        line += f", resolved by {escape(resolved['by'])} at {resolved['at']}"
         if resolved.get("note"):
-            line += f": {resolved['note']}"
+            line += f": {escape(resolved['note'])}"
     return line
 
 
