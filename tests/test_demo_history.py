@@ -384,7 +384,9 @@ def test_a_dataset_without_owners_is_one_edge_with_empty_owner_fields(
     assert edges == [
         {"dataset_urn": orphan.urn, "owner_urn": None, "ownership_type": None, "owner_status": None}
     ]
-    assert result.sample == [{"dataset": orphan.urn, "active_owners": 0}]
+    assert result.sample == [
+        {"dataset": orphan.urn, "active_owners": 0, "owners_of_unknown_status": 0}
+    ]
 
 
 # (d) the snapshots fit the estate

@@ -1,8 +1,11 @@
 """Active ownership: every dataset keeps enough active owners of the required types.
 
 Catches orphaned ownership after an employee leaves. It runs over an ownership snapshot: one row
-per dataset-owner edge (a dataset with no owner at all appears once with a NULL owner). A
-violation is a dataset with fewer active owners of the listed types than required.
+per dataset-owner edge (a dataset with no owner at all appears once with a NULL owner). An owner
+whose status is unknown (no ``corpUserStatus``, common for ingested users: a NULL or empty
+status) is neither active nor departed: it is not counted as gone, and results report it apart.
+A violation is a dataset with fewer owners of the listed types than required who are active or
+of unknown status.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ class ActiveOwnershipControl(Control):
         dataset, owner, ownership_type, status = (
             quote_identifier(name) for name in self.required_columns()
         )
-        counts_owner = f"{status} = $active_status"
+        counted_type = "TRUE"
         params: dict[str, Any] = {
             **relation.params,
             "active_status": ACTIVE_STATUS,
@@ -84,32 +87,47 @@ class ActiveOwnershipControl(Control):
             "sample_size": sample_size,
         }
         if self.owner_types is not None:
-            counts_owner += f" AND list_contains($owner_types, {ownership_type})"
+            counted_type = f"list_contains($owner_types, {ownership_type})"
             params["owner_types"] = list(self.owner_types)
         grouped = relation.partition_select() + dataset
-        under_owned = f"active_owners < $min_active_owners AND {dataset} IS NOT NULL"
+        under_owned = (
+            f"active_owners + unknown_owners < $min_active_owners AND {dataset} IS NOT NULL"
+        )
         sql = f"""WITH snapshot AS (
 {indent(relation.sql)}
 ),
 dataset_owners AS (
     SELECT {grouped},
         count(*) AS edges,
-        count(DISTINCT {owner}) FILTER (WHERE {counts_owner}) AS active_owners
+        count(DISTINCT {owner}) FILTER (WHERE {counted_type} AND {status} = $active_status)
+            AS active_owners,
+        count(DISTINCT {owner}) FILTER (WHERE {counted_type} AND coalesce({status}, '') = '')
+            AS unknown_owners
     FROM snapshot
     GROUP BY {grouped}
 )
 SELECT
     {relation.partition_select()}coalesce(sum(edges), 0)::BIGINT AS rows_scanned,
     count(*) FILTER (WHERE {under_owned})::BIGINT AS violation_count,
-    arg_min(row({dataset}, active_owners), row(active_owners, {dataset}), $sample_size)
-        FILTER (WHERE {under_owned}) AS sample
+    arg_min(
+        row({dataset}, active_owners, unknown_owners),
+        row(active_owners + unknown_owners, {dataset}),
+        $sample_size
+    ) FILTER (WHERE {under_owned}) AS sample
 FROM dataset_owners{relation.partition_suffix()}"""
         return CompiledQuery(sql=sql, params=params)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
-        dataset, active_owners = row
-        return {"dataset": dataset, "active_owners": active_owners}
+        dataset, active_owners, unknown_owners = row
+        return {
+            "dataset": dataset,
+            "active_owners": active_owners,
+            "owners_of_unknown_status": unknown_owners,
+        }
 
     def describe(self) -> str:
         kinds = ", ".join(self.owner_types) if self.owner_types else "any type"
-        return f"every dataset has at least {self.min_active_owners} active owner(s) of {kinds}"
+        return (
+            f"every dataset has at least {self.min_active_owners} active owner(s) of {kinds} "
+            "(an owner of unknown status is not counted as gone)"
+        )

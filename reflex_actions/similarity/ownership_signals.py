@@ -11,18 +11,26 @@ from reflex_actions.similarity.models import Excluded, Signal, shared_domain
 from reflex_actions.vocabulary import display_name
 
 
-def active_owners(
+def owners_by_status(
     candidate: DatasetContext,
     control: ActiveOwnershipControl,
     status_of: Callable[[str], str | None],
-) -> list[str]:
-    """Distinct owners of the counted types whose user status is ACTIVE."""
+) -> tuple[list[str], list[str]]:
+    """Distinct owners of the counted types that are ACTIVE, and those of unknown status (no
+    corpUserStatus: neither active nor departed); departed owners are in neither list."""
     counted = [
         o.owner
         for o in candidate.owners
         if control.owner_types is None or o.ownership_type in control.owner_types
     ]
-    return [owner for owner in dict.fromkeys(counted) if status_of(owner) == ACTIVE_STATUS]
+    active, unknown = [], []
+    for owner in dict.fromkeys(counted):
+        status = status_of(owner)
+        if status == ACTIVE_STATUS:
+            active.append(owner)
+        elif not status:
+            unknown.append(owner)
+    return active, unknown
 
 
 def ownership_signals(
@@ -35,10 +43,15 @@ def ownership_signals(
 ) -> list[Signal]:
     weights = config.ownership_weights
     kinds = "/".join(control.owner_types) if control.owner_types else "owner"
-    active = active_owners(candidate, control, status_of)
+    active, unknown = owners_by_status(candidate, control, status_of)
     names = ", ".join(display_name(owner) for owner in active)
+    if unknown:
+        names += (", " if names else "") + ", ".join(
+            f"{display_name(owner)} (status unknown)" for owner in unknown
+        )
+    remaining = len(active) + len(unknown)
     signals: list[Signal] = []
-    if not active:
+    if not remaining:
         signals.append(
             Signal(
                 name="no_active_owner",
@@ -46,16 +59,16 @@ def ownership_signals(
                 reason=f"no active {kinds} now",
             )
         )
-    elif len(active) <= control.min_active_owners:
+    elif remaining <= control.min_active_owners:
         signals.append(
             Signal(
                 name="single_active_owner",
                 contribution=weights.single_active_owner,
-                reason=f"only {len(active)} active {kinds} ({names}): one departure orphans it",
+                reason=f"only {remaining} active {kinds} ({names}): one departure orphans it",
             )
         )
     else:
-        raise Excluded(f"{len(active)} active {kinds}s ({names}): not at risk")
+        raise Excluded(f"{remaining} active {kinds}s ({names}): not at risk")
     related = {o.owner for o in source.owners} | set(departed_users)
     shared = sorted(related & {o.owner for o in candidate.owners})
     if shared:

@@ -41,9 +41,33 @@ def test_owner_types_restrict_who_counts(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path / "owners.parquet", EDGES)
     technical = run_control(ActiveOwnershipControl(owner_types=["TECHNICAL_OWNER"]), path)
     assert technical.violation_count == 1
-    assert technical.sample == [{"dataset": "ds:c", "active_owners": 0}]
+    assert technical.sample == [
+        {"dataset": "ds:c", "active_owners": 0, "owners_of_unknown_status": 0}
+    ]
     any_type = run_control(ActiveOwnershipControl(), path)
     assert any_type.passed
+
+
+def test_an_owner_of_unknown_status_is_neither_active_nor_departed(tmp_path: Path) -> None:
+    """Ingested users often have no corpUserStatus: such an owner is not counted as gone (no
+    false alarm), and the result says how many owners are of unknown status."""
+    edges = [
+        edge("ds:known", "u:1", "TECHNICAL_OWNER", None),
+        edge("ds:blank", "u:2", "TECHNICAL_OWNER", ""),
+        edge("ds:left", "u:3", "TECHNICAL_OWNER", "SUSPENDED"),
+        edge("ds:left", "u:4", "TECHNICAL_OWNER", None),
+        edge("ds:none", None, None, None),
+    ]
+    path = write_snapshot(tmp_path / "owners.parquet", edges)
+    one = run_control(ActiveOwnershipControl(), path)
+    assert one.sample == [{"dataset": "ds:none", "active_owners": 0, "owners_of_unknown_status": 0}]
+    two = run_control(ActiveOwnershipControl(min_active_owners=2), path)
+    assert {item["dataset"]: item["owners_of_unknown_status"] for item in two.sample} == {
+        "ds:none": 0,
+        "ds:blank": 1,
+        "ds:known": 1,
+        "ds:left": 1,
+    }
 
 
 def test_custom_column_names(tmp_path: Path) -> None:

@@ -226,6 +226,34 @@ def test_ownership_pattern_selects_by_risk_not_schema() -> None:
     }
 
 
+def test_an_owner_without_a_status_is_unknown_not_departed() -> None:
+    """Ingested users often have no corpUserStatus: such an owner is neither counted as gone
+    (no "no active owner" claim) nor as active, and the explanation says so."""
+    tech = "TECHNICAL_OWNER"
+    ingested = "urn:li:corpuser:ingested"
+    source = ds("payments", domain=FINANCE, owners=owners((CAROL, tech)))
+    estate = [
+        source,
+        ds("unknown_only", domain=FINANCE, owners=owners((ingested, tech))),
+        ds("two_remaining", domain=FINANCE, owners=owners((ingested, tech), (ERIN, tech))),
+    ]
+    catalog = InMemoryCatalog(estate, {CAROL: "ACTIVE", ERIN: "ACTIVE"})
+    query = SimilarityQuery(
+        pattern=FailurePattern.ORPHANED_OWNERSHIP,
+        control=ActiveOwnershipControl(owner_types=[tech]),
+        source_urn=source.urn,
+    )
+    resolution = resolve_similar_assets(query, catalog)
+    by_name = {c.name: c for c in resolution.candidates}
+    assert "no active" not in by_name["unknown_only"].explanation
+    assert "only 1 active TECHNICAL_OWNER (ingested (status unknown))" in (
+        by_name["unknown_only"].explanation
+    )
+    assert {e.name: e.reason for e in resolution.excluded} == {
+        "two_remaining": "2 active TECHNICAL_OWNERs (erin, ingested (status unknown)): not at risk"
+    }
+
+
 @pytest.fixture(scope="module")
 def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> LiteCatalog:
     store = tmp_path_factory.mktemp("demo") / "reflex.db"
