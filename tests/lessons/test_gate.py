@@ -184,7 +184,7 @@ def test_resolution_drafts_one_lesson_term(estate: Estate) -> None:
     assert "transaction_id" in info.definition
     assert estate.prop(ROOT_CAUSE_STATUS) == ["PROPOSED"]
     assert estate.prop(ROOT_CAUSE) == [lesson.root_cause]
-    assert estate.prop(CONTROL_SPEC) == ["type: uniqueness\nfield: transaction_id\n"]
+    assert estate.prop(CONTROL_SPEC) == ["{type: uniqueness, field: transaction_id}"]
     assert estate.prop(APPROVAL) == []
 
 
