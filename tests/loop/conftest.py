@@ -50,18 +50,25 @@ def full_loop(tmp_path_factory: pytest.TempPathFactory) -> FullLoop:
     return FullLoop(workdir, lines, closed)
 
 
+def demo_with_resolved(workdir: Path, incident: str, note: str) -> Demo:
+    """A new demo folder: the estate loaded and ``incident`` resolved by the steward, with the
+    pipeline caught up (the caller closes the demo's catalog)."""
+    workdir.mkdir()
+    generate_histories(workdir / "snapshots")
+    demo = Demo(workdir, say=lambda _: None)
+    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
+    demo.react()
+    resolve_incident(demo.catalog, incident, note, STEWARD)
+    demo.react()
+    return demo
+
+
 @pytest.fixture(scope="session")
 def payments_drafted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Scenario 1 up to human gate 1: incident A resolved, the payments lesson drafted."""
     workdir = tmp_path_factory.mktemp("payments-drafted") / "demo"
-    workdir.mkdir()
-    generate_histories(workdir / "snapshots")
-    demo = Demo(workdir, say=lambda _: None)
+    demo = demo_with_resolved(workdir, PAYMENTS_INCIDENT, PAYMENTS_NOTE)
     try:
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
-        demo.react()
-        resolve_incident(demo.catalog, PAYMENTS_INCIDENT, PAYMENTS_NOTE, STEWARD)
-        demo.react()
         assert demo.lesson(PAYMENTS_INCIDENT).state is LessonState.PROPOSED
     finally:
         demo.catalog.close()

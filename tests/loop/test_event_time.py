@@ -16,17 +16,15 @@ from datahub.metadata.schema_classes import (
     OperationTypeClass,
 )
 
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
-from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.catalog.steward import acting_as
 from reflex_actions.demo.estate import dataset_urn, user_urn
-from reflex_actions.demo.history import OWNERSHIP_INCIDENT, generate_histories
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import HR_ADMIN, OWNERSHIP_NOTE, STEWARD, Demo
+from reflex_actions.demo.history import OWNERSHIP_INCIDENT
+from reflex_actions.demo.run import HR_ADMIN, OWNERSHIP_NOTE, Demo
 from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
-from tests.loop.conftest import FullLoop
+from tests.loop.conftest import FullLoop, demo_with_resolved
 from tests.loop.store import (
     all_rows,
     incidents_b,
@@ -66,21 +64,14 @@ def test_reflex_never_drafts_a_lesson_from_its_own_incident(full_loop: FullLoop)
 def suspended_before_coverage(tmp_path: Path) -> Iterator[Demo]:
     """Erin leaves while the ownership lesson waits for approval; it is approved afterwards,
     covering fx_rates, which only erin owned."""
-    workdir = tmp_path / "demo"
-    workdir.mkdir()
-    generate_histories(workdir / "snapshots")
-    demo = Demo(workdir, say=lambda _: None)
+    demo = demo_with_resolved(tmp_path / "demo", OWNERSHIP_INCIDENT, OWNERSHIP_NOTE)
     try:
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
-        demo.react()
-        resolve_incident(demo.catalog, OWNERSHIP_INCIDENT, OWNERSHIP_NOTE, STEWARD)
-        demo.react()
         demo.steward_sets(OWNERSHIP_LESSON, ROOT_CAUSE_STATUS, "CONFIRMED")
         status = CorpUserStatusClass("SUSPENDED", AuditStampClass(demo.tick(), HR_ADMIN))
         demo.catalog.emit([acting_as(HR_ADMIN, ERIN, status)])
         demo.react()
         demo.steward_sets(OWNERSHIP_LESSON, APPROVAL, "APPROVED")
-        lesson = stored_lesson(store_of(workdir), OWNERSHIP_LESSON)
+        lesson = stored_lesson(store_of(demo.workdir), OWNERSHIP_LESSON)
         assert lesson.state is LessonState.PUBLISHED and FX_RATES in lesson.published_scope
         yield demo
     finally:
