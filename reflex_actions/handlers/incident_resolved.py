@@ -81,26 +81,22 @@ def _link_resolved_recurrence(
     change: AspectChange, info: IncidentInfoClass, ctx: HandlerContext
 ) -> None:
     """Note on the lesson that raised incident B that B was resolved, by whom and how."""
-    assertion = info.source.sourceUrn if info.source else None
-    assertion_info = ctx.catalog.get_aspect(assertion, AssertionInfoClass) if assertion else None
-    lesson_urn = (
-        (assertion_info.customProperties or {}).get(LESSON_OF_ASSERTION)
-        if (assertion_info)
+    assertion = (
+        ctx.catalog.get_aspect(info.source.sourceUrn, AssertionInfoClass)
+        if info.source and info.source.sourceUrn
         else None
     )
+    lesson_urn = (assertion.customProperties or {}).get(LESSON_OF_ASSERTION) if assertion else None
     lesson = load_lesson(ctx.catalog, lesson_urn) if lesson_urn else None
-    recurrence = (
-        next((r for r in lesson.recurrences if r["incident"] == change.urn), None)
-        if lesson
-        else None
-    )
-    if lesson is None or recurrence is None:
+    listed = [r for r in lesson.recurrences if r["incident"] == change.urn] if lesson else []
+    if lesson is None or not listed:
         logger.warning(
             "%s was resolved; it is a Reflex recurrence incident but no lesson lists it, so no "
             "lesson is drafted from it",
             change.urn,
         )
         return
+    recurrence = listed[0]
     resolution = {"by": change.actor, "at": change.time_ms, "note": info.status.message or ""}
     if recurrence.get("resolved") == resolution:
         return  # redelivered
