@@ -65,3 +65,8 @@ def write_snapshot(
 @pytest.fixture(params=["parquet", "csv"])
 def snapshot_format(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+# The demo stages (full loop, drafted, pending, published), defined once here so that every
+# folder's tests share one build of each session stage; imported last, after the settings above.
+from tests.stages import *  # noqa: E402, F403

@@ -24,7 +24,6 @@ from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
-from tests.loop.conftest import FullLoop, demo_with_resolved
 from tests.loop.store import (
     all_rows,
     incidents_b,
@@ -34,6 +33,7 @@ from tests.loop.store import (
     stored_lesson,
     urns_with,
 )
+from tests.stages import FullLoop, demo_with_resolved
 
 OWNERSHIP_LESSON = lesson_urn_for(OWNERSHIP_INCIDENT)
 FX_RATES = dataset_urn("finance.fx_rates")  # erin is its only owner

@@ -32,7 +32,6 @@ from reflex_actions.handlers.assertions import assertion_urn, recurrence_inciden
 from reflex_actions.handlers.lesson_store import lesson_urn_for, load_lesson
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import COVERAGE, OWNERSHIP_CHANGE_APPROVAL
-from tests.loop.conftest import FullLoop
 from tests.loop.store import (
     history,
     incidents_b,
@@ -42,6 +41,7 @@ from tests.loop.store import (
     stored_lesson,
     urns_with,
 )
+from tests.stages import FullLoop
 
 PAYMENTS_LESSON = lesson_urn_for(PAYMENTS_INCIDENT)
 OWNERSHIP_LESSON = lesson_urn_for(OWNERSHIP_INCIDENT)

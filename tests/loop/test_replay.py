@@ -15,8 +15,8 @@ from datahub.metadata.schema_classes import AssertionRunEventClass
 from datahub_actions.pipeline.pipeline import Pipeline
 
 from reflex_actions.demo.run import embedded_pipeline_config
-from tests.loop.conftest import FullLoop
 from tests.loop.store import Row, all_rows, store_of
+from tests.stages import FullLoop
 
 OFFSET_SUFFIX = ".reflex-offset"
 
