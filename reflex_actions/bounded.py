@@ -1,4 +1,5 @@
-"""Bounded echoes of untrusted input: error messages name the bad value without repeating it whole.
+"""Untrusted input, bounded: YAML read with limits, and error messages that name a bad value
+without repeating it whole.
 
 A spec or an event can hold megabytes (or, through YAML aliases, a structure far larger than its
 text); a message quoting it must stay a line a person can read and a log can hold.
@@ -7,9 +8,18 @@ text); a message quoting it must stay a line a person can read and a log can hol
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Hashable
+from typing import Any
+
+import yaml
+
+from reflex_actions.errors import ReflexError
 
 #: Longest quoted value in a message (characters).
 EXCERPT_CHARS = 60
+#: Most digits in one YAML integer: Python refuses to parse more than 4300, and the fields
+#: name their own, far lower, bounds.
+MAX_INT_DIGITS = 1000
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = EXCERPT_CHARS
@@ -27,3 +37,88 @@ def shorten(text: str, limit: int = EXCERPT_CHARS) -> str:
     """Free text (a library's message, a key path) cut to ``limit`` characters, on one line."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class BoundedYamlError(ReflexError):
+    """YAML that is unreadable or exceeds a bound; the message is one short line."""
+
+
+def _line(mark: yaml.Mark | None) -> str:
+    return f" (line {mark.line + 1})" if mark else ""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe YAML loader that also refuses what Reflex's inputs never need: duplicate keys,
+    anchors and aliases (a few hundred bytes of aliases expand to gigabytes), deep nesting and
+    huge integers."""
+
+    def __init__(self, stream: str, what: str, max_depth: int) -> None:
+        super().__init__(stream)
+        self.what = what
+        self._max_depth = max_depth
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        event = self.peek_event()
+        if getattr(event, "anchor", None) is not None:
+            raise BoundedYamlError(
+                f"{self.what} uses a YAML anchor or alias{_line(event.start_mark)}; "
+                "write each value out instead"
+            )
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                raise BoundedYamlError(
+                    f"{self.what} nests deeper than {self._max_depth} levels"
+                    f"{_line(event.start_mark)}"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if not isinstance(key, Hashable):
+            raise BoundedYamlError(
+                f"a mapping key must be a plain value{_line(key_node.start_mark)}"
+            )
+        if key in seen:
+            raise BoundedYamlError(f"duplicate key {excerpt(key)}{_line(key_node.start_mark)}")
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_DIGITS:
+        raise BoundedYamlError(
+            f"a number of {len(node.value)} digits{_line(node.start_mark)}; "
+            f"at most {MAX_INT_DIGITS} digits are allowed"
+        )
+    return loader.construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def load_bounded_yaml(text: str, what: str, max_chars: int, max_depth: int) -> Any:
+    """Parse ``text`` (``what`` names it in messages) within these bounds, strictly."""
+    if len(text) > max_chars:
+        raise BoundedYamlError(
+            f"{what} is {len(text)} characters long; at most {max_chars} are allowed"
+        )
+    loader = _StrictLoader(text, what, max_depth)
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as error:
+        problem = error.problem or error.context or "unreadable"
+        raise BoundedYamlError(
+            f"{what} is not valid YAML{_line(error.problem_mark)}: {shorten(problem, 200)}"
+        ) from None
+    except yaml.YAMLError as error:  # e.g. a character YAML does not accept
+        raise BoundedYamlError(f"{what} is not valid YAML: {shorten(str(error), 200)}") from None
+    finally:
+        loader.dispose()

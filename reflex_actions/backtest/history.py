@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
 from reflex_actions.errors import ReflexError
 from reflex_actions.snapshots import FORMATS_BY_SUFFIX, SnapshotFile
 
 LABELS_FILE = "labels.yaml"
+#: Longest labels file read (characters): a failure label takes a line, so years of them fit.
+MAX_LABELS_CHARS = 4 * 1024 * 1024
 
 
 class HistoryError(ReflexError):
@@ -77,9 +79,12 @@ class History:
 
 def _read_labels(path: Path) -> Labels:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise HistoryError(f"cannot read {path}: {error}") from None
+        with path.open(encoding="utf-8") as handle:
+            text = handle.read(MAX_LABELS_CHARS + 1)
+        data = load_bounded_yaml(text, LABELS_FILE, MAX_LABELS_CHARS, max_depth=8)
+    except (OSError, UnicodeDecodeError, BoundedYamlError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise HistoryError(f"cannot read {path}: {reason}") from None
     try:
         return Labels.model_validate(data if data is not None else {})
     except ValidationError as error:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from reflex_actions.bounded import excerpt, shorten
+from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml, shorten
 from reflex_actions.controls.base import CONTROL_TYPES, Control, register_control
 from reflex_actions.errors import ControlSpecError
 
@@ -41,72 +40,12 @@ __all__ = [
 MAX_SPEC_CHARS = 16 * 1024
 #: Deepest nesting of collections in a spec; real specs nest two levels.
 MAX_DEPTH = 16
-#: Most digits in one YAML integer: Python refuses to parse more than 4300, and the fields
-#: name their own, far lower, bounds.
-MAX_INT_DIGITS = 1000
 #: Most validation problems listed in one message.
 MAX_PROBLEMS = 5
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base":
         importlib.import_module(f"{__name__}.{_module.name}")
-
-
-def _line(mark: yaml.Mark | None) -> str:
-    return f" (line {mark.line + 1})" if mark else ""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A safe YAML loader that also refuses what a control spec never needs: duplicate keys,
-    anchors and aliases, deep nesting and huge integers."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
-        event = self.peek_event()
-        if getattr(event, "anchor", None) is not None:
-            raise ControlSpecError(
-                f"control spec uses a YAML anchor or alias{_line(event.start_mark)}; "
-                "write each value out instead"
-            )
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise ControlSpecError(
-                    f"control spec nests deeper than {MAX_DEPTH} levels{_line(event.start_mark)}"
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if not isinstance(key, Hashable):
-            raise ControlSpecError(
-                f"a mapping key must be a plain value{_line(key_node.start_mark)}"
-            )
-        if key in seen:
-            raise ControlSpecError(f"duplicate key {excerpt(key)}{_line(key_node.start_mark)}")
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
-    if len(node.value) > MAX_INT_DIGITS:
-        raise ControlSpecError(
-            f"a number of {len(node.value)} digits{_line(node.start_mark)}; "
-            f"at most {MAX_INT_DIGITS} digits are allowed"
-        )
-    return loader.construct_yaml_int(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _format_validation_error(type_name: str, error: ValidationError) -> str:
@@ -147,21 +86,10 @@ def parse_control_spec(data: Any) -> Control:
 
 def parse_control_yaml(text: str) -> Control:
     """Parse a control spec from YAML text (block, flow or JSON), strictly and boundedly."""
-    if len(text) > MAX_SPEC_CHARS:
-        raise ControlSpecError(
-            f"control spec is {len(text)} characters long; at most {MAX_SPEC_CHARS} are allowed"
-        )
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except yaml.MarkedYAMLError as error:
-        problem = error.problem or error.context or "unreadable"
-        raise ControlSpecError(
-            f"control spec is not valid YAML{_line(error.problem_mark)}: {shorten(problem, 200)}"
-        ) from None
-    except yaml.YAMLError as error:  # e.g. a character YAML does not accept
-        raise ControlSpecError(
-            f"control spec is not valid YAML: {shorten(str(error), 200)}"
-        ) from None
+        data = load_bounded_yaml(text, "control spec", MAX_SPEC_CHARS, MAX_DEPTH)
+    except BoundedYamlError as error:
+        raise ControlSpecError(str(error)) from None
     return parse_control_spec(data)
 
 

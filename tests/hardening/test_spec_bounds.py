@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
+from reflex_actions.backtest.history import HistoryError, load_history
 from reflex_actions.controls import MAX_SPEC_CHARS, load_control_spec, parse_control_yaml
 from reflex_actions.demo.history import PAYMENTS_INCIDENT
 from reflex_actions.demo.run import Demo
@@ -142,3 +143,17 @@ def test_a_hostile_spec_sends_the_lesson_back_to_proposed(
     assert info is not None and info.definition is not None
     assert lesson.validation_error in info.definition
     assert len(info.definition) < 20_000
+
+
+def test_a_labels_file_with_a_yaml_bomb_is_refused_with_a_short_error(tmp_path: Path) -> None:
+    """labels.yaml is read with the same bounds as a spec: aliases never expand."""
+    history = tmp_path / "finance.payments"
+    history.mkdir()
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n"
+        for i in range(8)
+    )
+    (history / "labels.yaml").write_text(bomb + "failures: [2026-09-09]\n")
+    with pytest.raises(HistoryError, match="anchor or alias") as refused:
+        load_history(history)
+    assert len(str(refused.value)) < 300
