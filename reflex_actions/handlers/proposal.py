@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from reflex_actions import markdown
 from reflex_actions.backtest import backtest
 from reflex_actions.backtest.history import History
 from reflex_actions.backtest.metrics import BacktestReport, Scores
@@ -52,9 +53,7 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     lesson.report = "\n".join(
         [
             "#### Compiled control (DuckDB SQL)",
-            "```sql",
-            control.compile(SHOWN_RELATION).sql,
-            "```",
+            markdown.code_block(control.compile(SHOWN_RELATION).sql, "sql"),
             "",
             _candidates_section(resolution),
             "",
@@ -86,11 +85,13 @@ def _candidates_section(resolution: Resolution) -> str:
         "| --- | --- | --- | --- |",
     ]
     for c in resolution.candidates:
-        why = c.explanation.replace("|", "\\|")
-        lines.append(f"| {c.name} | {c.score:.2f} | {'yes' if c.recommended else 'no'} | {why} |")
+        name, why = markdown.escape(c.name), markdown.escape(c.explanation)
+        lines.append(f"| {name} | {c.score:.2f} | {'yes' if c.recommended else 'no'} | {why} |")
     if resolution.excluded:
         lines += ["", "Ruled out:"]
-        lines += [f"- {e.name}: {e.reason}" for e in resolution.excluded]
+        lines += [
+            f"- {markdown.escape(e.name)}: {markdown.escape(e.reason)}" for e in resolution.excluded
+        ]
     return "\n".join(lines)
 
 
@@ -129,7 +130,7 @@ def _backtest_section(
     scope = [lesson.source_dataset or "", *(c.urn for c in resolution.recommended)]
     scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}
     missing = [display_name(urn) for urn in scope if urn in without_history]
-    note = f"\n\nNo history for: {', '.join(missing)}." if missing else ""
+    note = f"\n\nNo history for: {markdown.escape(', '.join(missing))}." if missing else ""
     return _scope_summary(report, scoped, len(set(scope))) + render_markdown(report) + note
 
 

@@ -167,3 +167,28 @@ def test_the_backtest_report_escapes_dataset_names_and_reasons() -> None:
     markdown = render_markdown(report)
     assert "![" not in BACKSLASH_ESCAPE.sub("", markdown)
     assert "<img" not in BACKSLASH_ESCAPE.sub("", markdown)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_the_similar_assets_table_shows_hostile_names_and_reasons_as_text(text: str) -> None:
+    """Dataset names come from urns and reasons quote catalog metadata: one table row each,
+    rendered as the text itself."""
+    from reflex_actions.handlers.proposal import _candidates_section
+    from reflex_actions.similarity.models import Candidate, Exclusion, Resolution, Signal
+
+    signal = Signal(name="shares_field", contribution=0.5, reason=text)
+    resolution = Resolution(
+        source_urn="urn:li:dataset:(urn:li:dataPlatform:s3,a,PROD)",
+        pattern=FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY,
+        threshold=0.5,
+        candidates=[
+            Candidate(urn="urn:x", name=text, score=0.9, recommended=True, signals=[signal])
+        ],
+        excluded=[Exclusion(urn="urn:y", name=text, reason=text)],
+    )
+    section = _candidates_section(resolution)
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3  # header, separator, one candidate: no injected row or block
+    for line in section.splitlines()[4:]:
+        content = line.removeprefix("- ").replace(" | ", " ").strip("| ")
+        assert not MARKUP.search(content), line
