@@ -573,7 +573,9 @@ def reflex_kafka_config(
     source["connection"].update(
         bootstrap=bootstrap,
         schema_registry_url=registry_url,
+        # the shipped consumer settings (the poll interval among them), with the broker's needs
         consumer_config={
+            **source["connection"].get("consumer_config", {}),
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 2000,
             "heartbeat.interval.ms": 500,
