@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reflex_actions.controls import CONTROL_TYPES
 from reflex_actions.lessons.deterministic import DeterministicProposer
@@ -40,8 +40,18 @@ class LlmConfig(BaseModel):
 
     #: a litellm model name, e.g. "openai/gpt-4o-mini" or "ollama/llama3"
     model: str
-    #: extra litellm.completion arguments (temperature, api_base, timeout, ...)
+    #: extra litellm.completion arguments (temperature, api_base, ...)
     params: dict[str, Any] = Field(default_factory=dict)
+    #: seconds one model call may take: a draft makes up to two, and all of the event's handling
+    #: must stay inside the Kafka consumer's max.poll.interval.ms (300 s in reflex.yaml)
+    timeout: float = Field(default=45.0, gt=0, le=120)
+
+    @field_validator("params")
+    @classmethod
+    def _timeout_is_its_own_setting(cls, params: dict[str, Any]) -> dict[str, Any]:
+        if "timeout" in params or "request_timeout" in params:
+            raise ValueError("set the model call's timeout with `timeout`, not in `params`")
+        return params
 
 
 def _litellm_completion() -> Completion:
@@ -91,7 +101,12 @@ class LlmProposer:
         problems: list[str] = []
         for _ in range(2):
             try:
-                response = completion(model=self.model, messages=messages, **self.config.params)
+                response = completion(
+                    model=self.model,
+                    messages=messages,
+                    timeout=self.config.timeout,
+                    **self.config.params,
+                )
                 answer = response.choices[0].message.content or ""
             except Exception as error:  # the model service is down, misconfigured, ...
                 return self._fall_back(text, facts, f"LLM call failed: {error}")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import parse_control_spec
@@ -254,3 +255,23 @@ def test_drafting_without_a_model_does_not_import_litellm() -> None:
     )
 
     assert result.stdout.strip() == "False"
+
+
+def test_every_model_call_is_bounded_by_the_configured_timeout() -> None:
+    """A draft must fit inside the Kafka poll interval: each call carries ``llm.timeout``
+    (45 s unless set), and a timeout smuggled into ``params`` is refused by name."""
+    seen: list[Any] = []
+
+    class Recording(Scripted):
+        def __call__(self, **kwargs: Any) -> Any:
+            seen.append(kwargs.get("timeout"))
+            return super().__call__(**kwargs)
+
+    LlmProposer(LlmConfig(model=MODEL), completion=Recording(answer())).propose(TEXT, FACTS)
+    LlmProposer(LlmConfig(model=MODEL, timeout=10), completion=Recording(answer())).propose(
+        TEXT, FACTS
+    )
+    assert seen == [45.0, 10]
+    for bad in ({"timeout": 600}, {"params": {"timeout": 600}}):
+        with pytest.raises(ValidationError, match="timeout"):
+            LlmConfig.model_validate({"model": MODEL, **bad})
