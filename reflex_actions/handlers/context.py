@@ -29,6 +29,8 @@ class HandlerContext:
     catalog: Catalog
     config: ReflexConfig
     clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    #: the reasons of the decisions refused while handling the current event (for the report)
+    refusals: list[str] = field(default_factory=list)
 
     @cached_property
     def proposer(self) -> Proposer:

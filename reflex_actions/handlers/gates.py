@@ -101,6 +101,7 @@ def _refuse(
     if not lesson.record_decision(f"{name} refused", change.actor, change.time_ms, reason):
         return
     logger.warning("lesson %s: %s by %s refused: %s", lesson.urn, name, change.actor, reason)
+    ctx.refusals.append(reason)
     actor = ctx.config.service_actor
     if restore is not None and change.property_values(property_urn) != [restore]:
         ctx.catalog.set_structured_properties(change.urn, {property_urn: [restore]}, actor)
