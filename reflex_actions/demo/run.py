@@ -147,11 +147,11 @@ class Demo:
         self.react()
 
     def recurrences(self, lesson: Lesson, source: str) -> list[dict[str, Any]]:
-        found = [r for r in self.lesson(lesson.incident).recurrences if r["dataset"] != source]
+        found = [r for r in self.lesson(lesson.incident).recurrences if r.dataset != source]
         for r in found:
-            info = self.catalog.get_aspect(r["incident"], IncidentInfoClass)
+            info = self.catalog.get_aspect(r.incident, IncidentInfoClass)
             assert info is not None
-            self.say(f"  incident B {r['incident']} on {display_name(r['dataset'])}")
+            self.say(f"  incident B {r.incident} on {display_name(r.dataset)}")
             self.say(f"    {info.title}")
             self.say(
                 f"    source: {info.source.type} {info.source.sourceUrn}" if info.source else ""
@@ -196,7 +196,7 @@ def _duplicates(demo: Demo) -> bool:
     refused = demo.lesson(PAYMENTS_INCIDENT)
     approval = as_text(structured_values(demo.catalog, lesson.urn, APPROVAL))
     say(f"    -> still {refused.state.value}, reflex.approval back to {approval}:")
-    say(f"       {refused.decisions[-1]['decision']}: {refused.decisions[-1]['detail']}")
+    say(f"       {refused.decisions[-1].decision}: {refused.decisions[-1].detail}")
     demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
     lesson = demo.lesson(PAYMENTS_INCIDENT)
     say(f"  published on: {', '.join(display_name(u) for u in lesson.published_scope)}")
@@ -249,7 +249,7 @@ def _ownership(demo: Demo) -> bool:
     lesson = demo.lesson(OWNERSHIP_INCIDENT)
     for dataset, proposal in list(lesson.ownership_proposals.items()):
         owner = ", ".join(str(v) for v in structured_values(demo.catalog, dataset, PROPOSED_OWNER))
-        say(f"  reflex.proposedOwner on {display_name(dataset)}: {owner} ({proposal['reason']})")
+        say(f"  reflex.proposedOwner on {display_name(dataset)}: {owner} ({proposal.reason})")
         say(f"[5] the steward approves the owner change on {display_name(dataset)}")
         demo.steward_sets(dataset, OWNERSHIP_CHANGE_APPROVAL, "APPROVED")
         owners = demo.catalog.dataset(dataset).owners  # type: ignore[union-attr]

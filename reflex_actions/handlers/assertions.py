@@ -36,7 +36,7 @@ from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import Control, dump_control_yaml
 from reflex_actions.executor import ControlResult
-from reflex_actions.lessons.model import Lesson
+from reflex_actions.lessons.model import Lesson, Recurrence
 from reflex_actions.sql import Relation
 from reflex_actions.vocabulary import display_name
 
@@ -175,7 +175,10 @@ def record_recurrence(
             created=stamp,
         )
         catalog.emit([acting_as(actor, incident, info)])
-    if not any(r["incident"] == incident for r in lesson.recurrences):
-        recurrence = {"incident": incident, "dataset": dataset_urn, "snapshot": snapshot_id}
-        lesson.recurrences.append({**recurrence, "at": timestamp_ms})
+    if not any(r.incident == incident for r in lesson.recurrences):
+        lesson.recurrences.append(
+            Recurrence(
+                incident=incident, dataset=dataset_urn, snapshot=snapshot_id, at=timestamp_ms
+            )
+        )
     return incident

@@ -22,7 +22,7 @@ from reflex_actions.handlers.lesson_store import (
 )
 from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts
-from reflex_actions.lessons.model import IncidentText
+from reflex_actions.lessons.model import IncidentText, RecurrenceResolution
 from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE, ROOT_CAUSE_STATUS
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def _link_resolved_recurrence(
     )
     lesson_urn = (assertion.customProperties or {}).get(LESSON_OF_ASSERTION) if assertion else None
     lesson = load_lesson(ctx.catalog, lesson_urn) if lesson_urn else None
-    listed = [r for r in lesson.recurrences if r["incident"] == change.urn] if lesson else []
+    listed = [r for r in lesson.recurrences if r.incident == change.urn] if lesson else []
     if lesson is None or not listed:
         logger.warning(
             "%s was resolved; it is a Reflex recurrence incident but no lesson lists it, so no "
@@ -97,9 +97,11 @@ def _link_resolved_recurrence(
         )
         return
     recurrence = listed[0]
-    resolution = {"by": change.actor, "at": change.time_ms, "note": info.status.message or ""}
-    if recurrence.get("resolved") == resolution:
+    resolution = RecurrenceResolution(
+        by=change.actor, at=change.time_ms, note=info.status.message or ""
+    )
+    if recurrence.resolved == resolution:
         return  # redelivered
-    recurrence["resolved"] = resolution
+    recurrence.resolved = resolution
     save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
     logger.info("lesson %s: recurrence %s resolved by %s", lesson.urn, change.urn, change.actor)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import GlossaryTermInfoClass, StructuredPropertiesClass
@@ -17,7 +16,7 @@ from pydantic import ValidationError
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import dump_control_line, dump_control_yaml, parse_control_spec
-from reflex_actions.lessons.model import Lesson
+from reflex_actions.lessons.model import Decision, Lesson, Recurrence
 from reflex_actions.markdown import code, code_block, escape
 from reflex_actions.vocabulary import LESSONS_NODE, display_name
 
@@ -64,6 +63,12 @@ def render_definition(lesson: Lesson, title: str) -> str:
         f"Learned from incident {code(lesson.incident)} on {code(source)}.",
         "",
     ]
+    if lesson.error:
+        lines += [
+            f"> **Reflex could not go on:** {code(lesson.error)} — fix the cause and confirm "
+            "again to retry.",
+            "",
+        ]
     if lesson.validation_error:
         lines += [
             f"> **Needs a fix before it can be confirmed:** {code(lesson.validation_error)}",
@@ -108,21 +113,21 @@ def render_definition(lesson: Lesson, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _decision_line(decision: dict[str, Any]) -> str:
-    line = f"- {escape(decision['decision'])} by {escape(decision['actor'])} at {decision['at']}"
-    return line + (f": {code(decision['detail'])}" if decision.get("detail") else "")
+def _decision_line(decision: Decision) -> str:
+    line = f"- {escape(decision.decision)} by {escape(decision.actor)} at {decision.at}"
+    return line + (f": {code(decision.detail)}" if decision.detail else "")
 
 
-def _recurrence_line(recurrence: dict[str, Any]) -> str:
+def _recurrence_line(recurrence: Recurrence) -> str:
     line = (
-        f"- {code(recurrence['incident'])} on {escape(display_name(recurrence['dataset']))} "
-        f"(snapshot {code(recurrence['snapshot'])})"
+        f"- {code(recurrence.incident)} on {escape(display_name(recurrence.dataset))} "
+        f"(snapshot {code(recurrence.snapshot)})"
     )
-    resolved = recurrence.get("resolved")
+    resolved = recurrence.resolved
     if resolved:
-        line += f", resolved by {escape(resolved['by'])} at {resolved['at']}"
-        if resolved.get("note"):
-            line += f": {escape(resolved['note'])}"
+        line += f", resolved by {escape(resolved.by)} at {resolved.at}"
+        if resolved.note:
+            line += f": {escape(resolved.note)}"
     return line
 
 

@@ -29,7 +29,7 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
-from reflex_actions.lessons.model import Lesson
+from reflex_actions.lessons.model import Lesson, OwnershipProposal
 from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
 
 logger = logging.getLogger(__name__)
@@ -165,12 +165,12 @@ def _raise_orphaned(
             {PROPOSED_OWNER: [proposal[0]], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
             actor,
         )
-        lesson.ownership_proposals[dataset.urn] = {
-            "owner": proposal[0],
-            "type": (control.owner_types or ["TECHNICAL_OWNER"])[0],
-            "reason": proposal[1],
-            "incident": incident,
-        }
+        lesson.ownership_proposals[dataset.urn] = OwnershipProposal(
+            owner=proposal[0],
+            type=(control.owner_types or ["TECHNICAL_OWNER"])[0],
+            reason=proposal[1],
+            incident=incident,
+        )
     save_lesson(ctx.catalog, lesson, actor)
     logger.info("incident %s: %s orphaned by %s", incident, dataset.name, change.urn)
 
@@ -195,19 +195,18 @@ def on_ownership_decision(
             return "reflex.proposedOwner in the approved values is " + (
                 f"not a user or group urn ({owner[:200]!r})" if owner else "empty"
             )
-        ctx.catalog.add_owner(change.urn, owner, proposal["type"], actor)
+        ctx.catalog.add_owner(change.urn, owner, proposal.type, actor)
         detail = (
-            f"{owner} added as {proposal['type']} of {display_name(change.urn)} "
-            f"({proposal['reason']})"
+            f"{owner} added as {proposal.type} of {display_name(change.urn)} ({proposal.reason})"
         )
         resolve_incident(
             ctx.catalog,
-            proposal["incident"],
+            proposal.incident,
             f"Ownership change approved by {change.actor}: {detail}.",
             actor,
         )
     else:
-        detail = f"proposed owner {owner or proposal['owner']} for {display_name(change.urn)} "
+        detail = f"proposed owner {owner or proposal.owner} for {display_name(change.urn)} "
         detail += "rejected"
     del lesson.ownership_proposals[change.urn]
     decision = "ownership change " + ("approved" if approved else "rejected")

@@ -13,6 +13,7 @@ from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import save_lesson
+from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import Relation
@@ -61,7 +62,7 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
         ]
     )
     lesson.field_mappings = mappings
-    lesson.state = LessonState.PENDING_APPROVAL
+    move(lesson, LessonState.PENDING_APPROVAL)
     lesson.gate_values[APPROVAL] = "PENDING"
     lesson.approval_open = False  # until Reflex's PENDING below reaches the event log
     actor = ctx.config.service_actor

@@ -13,6 +13,7 @@ from reflex_actions.handlers.assertions import assertion_mcp
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
+from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
@@ -70,7 +71,7 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     if not scope:
         return "reflex.scope is empty: there is nothing to publish"
     _publish(lesson, scope, ctx)
-    lesson.state = LessonState.PUBLISHED
+    move(lesson, LessonState.PUBLISHED)
     lesson.gate_values[APPROVAL] = "APPROVED"
     lesson.approved = ApprovedVersion(
         control=control,
@@ -140,7 +141,7 @@ def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
 def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
     if lesson.state is not LessonState.PENDING_APPROVAL:
         return
-    lesson.state = LessonState.REJECTED
+    move(lesson, LessonState.REJECTED)
     lesson.gate_values[APPROVAL] = "REJECTED"
     lesson.record_decision("scope rejected", change.actor, change.time_ms)
     save_lesson(ctx.catalog, lesson, ctx.config.service_actor)

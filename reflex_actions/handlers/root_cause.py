@@ -15,6 +15,7 @@ from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.proposal import propose
+from reflex_actions.lessons.lifecycle import awaits_confirmation, can_move, move
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.lessons.validation import CONTROL_TYPE_FOR, parse_steward_control
 from reflex_actions.patterns import FailurePattern
@@ -28,7 +29,7 @@ PATTERN_FOR_CONTROL = {control: pattern for pattern, control in CONTROL_TYPE_FOR
 def on_root_cause_confirmed(
     lesson: Lesson, change: AspectChange, ctx: HandlerContext
 ) -> str | None:
-    if lesson.state is LessonState.PROPOSED:
+    if awaits_confirmation(lesson):
         refusal = _confirm(lesson, change, ctx)
         if refusal:
             return refusal
@@ -72,7 +73,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
         **control.model_dump(mode="json", exclude_defaults=True),
     }
     lesson.validation_error = None
-    lesson.state = LessonState.CONFIRMED
+    move(lesson, LessonState.CONFIRMED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "CONFIRMED"
     lesson.record_decision(
         "root cause confirmed", change.actor, change.time_ms, dump_control_yaml(control).strip()
@@ -89,10 +90,10 @@ def _propose(lesson: Lesson, ctx: HandlerContext) -> str | None:
     except CatalogError:
         raise
     except ReflexError as error:
-        lesson.state = LessonState.PROPOSED
-        lesson.gate_values[ROOT_CAUSE_STATUS] = "PROPOSED"
-        lesson.validation_error = f"the confirmed control could not be backtested: {error}"
-        return lesson.validation_error
+        reason = f"the confirmed control could not be backtested: {error}"
+        move(lesson, LessonState.ERROR, error=reason)
+        lesson.gate_values[ROOT_CAUSE_STATUS] = "PROPOSED"  # so confirming again is a transition
+        return reason
     return None
 
 
@@ -101,9 +102,9 @@ def _pattern_of(spec_text: str) -> FailurePattern:
 
 
 def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
-    if lesson.state in (LessonState.REJECTED, LessonState.PUBLISHED):
+    if not can_move(lesson, LessonState.REJECTED) or lesson.state is LessonState.REJECTED:
         return
-    lesson.state = LessonState.REJECTED
+    move(lesson, LessonState.REJECTED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "REJECTED"
     lesson.record_decision("lesson rejected", change.actor, change.time_ms)
     save_lesson(ctx.catalog, lesson, ctx.config.service_actor)

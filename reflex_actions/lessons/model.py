@@ -19,6 +19,41 @@ class LessonState(str, Enum):
     REJECTED = "REJECTED"  # a steward rejected it: nothing is ever published from it
     PENDING_APPROVAL = "PENDING_APPROVAL"  # backtested; waiting for scope approval
     PUBLISHED = "PUBLISHED"  # assertions published on the approved scope
+    ERROR = "ERROR"  # Reflex could not go on (``Lesson.error`` says why); confirming retries
+
+
+class Decision(BaseModel):
+    """One human decision (or its refusal) on the lesson: who, what, when (epoch millis)."""
+
+    decision: str
+    actor: str | None
+    at: int
+    detail: str = ""
+
+
+class RecurrenceResolution(BaseModel):
+    by: str | None
+    at: int
+    note: str = ""
+
+
+class Recurrence(BaseModel):
+    """An incident B the lesson's control raised: where, on which snapshot, and its end."""
+
+    incident: str
+    dataset: str
+    snapshot: str
+    at: int
+    resolved: RecurrenceResolution | None = None
+
+
+class OwnershipProposal(BaseModel):
+    """A replacement owner waiting for a steward's approval on one dataset."""
+
+    owner: str
+    type: str
+    reason: str
+    incident: str
 
 
 class IncidentText(BaseModel):
@@ -109,8 +144,10 @@ class Lesson(BaseModel):
     state: LessonState = LessonState.PROPOSED
     #: the last validation error of a steward's edit, shown on the lesson page
     validation_error: str | None = None
-    #: every human decision: who, what, when (epoch millis)
-    decisions: list[dict[str, Any]] = Field(default_factory=list)
+    #: why Reflex could not go on, while the lesson is in ERROR
+    error: str | None = None
+    #: every human decision and refusal, oldest first
+    decisions: list[Decision] = Field(default_factory=list)
     #: which users' departure caused an ownership incident
     departed_users: list[str] = Field(default_factory=list)
     #: the proposal report (similar assets, backtest) in markdown, once backtested
@@ -121,10 +158,10 @@ class Lesson(BaseModel):
     published_scope: list[str] = Field(default_factory=list)
     #: scoped datasets it could not be published on, each with the reason
     publish_skipped: list[str] = Field(default_factory=list)
-    #: incidents B this lesson's controls raised: {incident, dataset, snapshot, at}
-    recurrences: list[dict[str, Any]] = Field(default_factory=list)
-    #: dataset urn -> the owner change waiting for approval: {owner, type, reason, incident}
-    ownership_proposals: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: incidents B this lesson's controls raised
+    recurrences: list[Recurrence] = Field(default_factory=list)
+    #: dataset urn -> the owner change waiting for approval there
+    ownership_proposals: dict[str, OwnershipProposal] = Field(default_factory=dict)
     #: gate property urn -> the value Reflex last set or accepted; a refused edit goes back to it
     gate_values: dict[str, str] = Field(default_factory=lambda: {ROOT_CAUSE_STATUS: "PROPOSED"})
     #: True once Reflex's own PENDING (written after the report) was seen in the event log:
@@ -136,10 +173,7 @@ class Lesson(BaseModel):
     def record_decision(self, decision: str, actor: str | None, at: int, detail: str = "") -> bool:
         """Add a decision to the lesson's record unless this very one (same decision, actor
         and event time) is there already; True when it was added."""
-        entry = {"decision": decision, "actor": actor, "at": at, "detail": detail}
-        if any(
-            (d["decision"], d["actor"], d["at"]) == (decision, actor, at) for d in self.decisions
-        ):
+        if any((d.decision, d.actor, d.at) == (decision, actor, at) for d in self.decisions):
             return False
-        self.decisions.append(entry)
+        self.decisions.append(Decision(decision=decision, actor=actor, at=at, detail=detail))
         return True

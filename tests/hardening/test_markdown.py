@@ -95,6 +95,7 @@ def _hostile_lesson(text: str) -> Lesson:
                 "incident": text,
                 "dataset": text,
                 "snapshot": text,
+                "at": 1,
                 "resolved": {"by": text, "at": 2, "note": text},
             }
         ],

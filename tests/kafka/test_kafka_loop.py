@@ -120,7 +120,7 @@ class Loop:
     def wait_incident_b(self) -> IncidentInfoClass:
         def raised() -> IncidentInfoClass | None:
             lesson = self.lesson()
-            if lesson is None or not any(r["incident"] == INCIDENT_B for r in lesson.recurrences):
+            if lesson is None or not any(r.incident == INCIDENT_B for r in lesson.recurrences):
                 return None
             return self.demo.catalog.get_aspect(INCIDENT_B, IncidentInfoClass)
 
@@ -145,7 +145,7 @@ def assert_loop_closed(demo: DemoFolder) -> Lesson:
     assert list(lessons) == [LESSON]
     lesson = load_lesson(demo.catalog, LESSON)
     assert lesson is not None and lesson.state is LessonState.PUBLISHED
-    assert [d["decision"] for d in lesson.decisions] == ["root cause confirmed", "scope approved"]
+    assert [d.decision for d in lesson.decisions] == ["root cause confirmed", "scope approved"]
     scope = [str(urn) for urn in structured_values(demo.catalog, LESSON, SCOPE)]
     assert LEDGER in scope and sorted(lesson.published_scope) == sorted(scope)
 
@@ -162,7 +162,7 @@ def assert_loop_closed(demo: DemoFolder) -> Lesson:
     assert list(raised) == [INCIDENT_B]
     assert raised[INCIDENT_B]["entities"] == [LEDGER]
     assert raised[INCIDENT_B]["source"]["sourceUrn"] == assertion_urn(LESSON, LEDGER)
-    assert [(r["incident"], r["dataset"]) for r in lesson.recurrences] == [(INCIDENT_B, LEDGER)]
+    assert [(r.incident, r.dataset) for r in lesson.recurrences] == [(INCIDENT_B, LEDGER)]
     return lesson
 
 

@@ -259,7 +259,7 @@ def test_confirmed_by_an_approver_proposes_the_lesson(drafted: Estate) -> None:
     assert len(scope) == len(set(scope))
     assert '"transaction_id"' in lesson.report
     assert "Backtest" in lesson.report and "finance.payments" in lesson.report
-    assert [(d["decision"], d["actor"]) for d in lesson.decisions] == [
+    assert [(d.decision, d.actor) for d in lesson.decisions] == [
         ("root cause confirmed", ALICE)
     ]
     info = drafted.catalog.get_aspect(LESSON, GlossaryTermInfoClass)
@@ -316,7 +316,7 @@ def test_invalid_edit_sends_the_lesson_back_to_proposed(
     assert drafted.prop(APPROVAL) == []
     info = drafted.catalog.get_aspect(LESSON, GlossaryTermInfoClass)
     assert info is not None and lesson.validation_error in info.definition
-    assert lesson.decisions[-1]["decision"] == "confirmation refused"
+    assert lesson.decisions[-1].decision == "confirmation refused"
 
 
 def test_a_fixed_edit_is_accepted_after_a_refusal(drafted: Estate) -> None:
@@ -358,7 +358,7 @@ def test_a_rejected_lesson_never_publishes(
     reject(drafted, ctx)
     lesson = drafted.lesson()
     assert lesson.state is LessonState.REJECTED
-    assert lesson.decisions[-1]["actor"] == ALICE
+    assert lesson.decisions[-1].actor == ALICE
 
     approved = drafted.steward_sets({APPROVAL: "APPROVED"}, ALICE)
     before = drafted.rows()
@@ -422,8 +422,8 @@ def test_an_unauthorized_confirmation_is_reverted_and_shown(
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PROPOSED
     assert drafted.prop(ROOT_CAUSE_STATUS) == ["PROPOSED"]
-    assert lesson.decisions[-1]["decision"] == "confirmation refused"
-    assert reason in lesson.decisions[-1]["detail"]
+    assert lesson.decisions[-1].decision == "confirmation refused"
+    assert reason in lesson.decisions[-1].detail
     info = drafted.catalog.get_aspect(LESSON, GlossaryTermInfoClass)
     assert info is not None and "confirmation refused" in info.definition
     refusals = [r.getMessage() for r in caplog.records if r.name == GATES_LOGGER]
@@ -445,7 +445,7 @@ def test_an_owner_of_the_lesson_term_is_authorized(drafted: Estate) -> None:
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
-    assert lesson.decisions[-1]["actor"] == MARIA
+    assert lesson.decisions[-1].actor == MARIA
 
 
 def test_a_member_of_an_approver_group_is_authorized(drafted: Estate) -> None:
@@ -457,7 +457,7 @@ def test_a_member_of_an_approver_group_is_authorized(drafted: Estate) -> None:
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
-    assert lesson.decisions[-1]["actor"] == ZOE
+    assert lesson.decisions[-1].actor == ZOE
 
 
 def test_an_approval_typed_with_the_confirmation_publishes_nothing(drafted: Estate) -> None:
@@ -471,7 +471,7 @@ def test_an_approval_typed_with_the_confirmation_publishes_nothing(drafted: Esta
     assert lesson.published_scope == []
     assert not [row for row in drafted.rows() if str(row[1]).startswith("urn:li:assertion:")]
 
-    assert lesson.decisions[-1]["decision"] == "approval refused"
+    assert lesson.decisions[-1].decision == "approval refused"
     assert drafted.prop(APPROVAL) == ["PENDING"]
 
     # approving the written report, once Reflex's PENDING is in the log, publishes

@@ -96,7 +96,7 @@ def test_a_replayed_approval_after_a_scope_edit_changes_nothing(published: Demo)
     assert all_rows(store) == before
     lesson = stored_lesson(store, LESSON)
     assert REFUNDS not in lesson.published_scope
-    assert [d["actor"] for d in lesson.decisions if d["decision"] == "scope approved"] == [STEWARD]
+    assert [d.actor for d in lesson.decisions if d.decision == "scope approved"] == [STEWARD]
 
 
 def test_a_pending_written_by_a_steward_opens_no_approval(drafted: Demo) -> None:
@@ -113,8 +113,8 @@ def test_a_pending_written_by_a_steward_opens_no_approval(drafted: Demo) -> None
     assert lesson.state is LessonState.PENDING_APPROVAL
     assert not _asserted(drafted)
     assert property_values(store, LESSON, APPROVAL) == ["PENDING"]
-    assert lesson.decisions[-1]["decision"] == "approval refused"
-    assert "before Reflex opened the approval" in lesson.decisions[-1]["detail"]
+    assert lesson.decisions[-1].decision == "approval refused"
+    assert "before Reflex opened the approval" in lesson.decisions[-1].detail
 
     # the report is on the page now: the steward's next approval publishes
     drafted.steward_sets(LESSON, APPROVAL, "APPROVED")

@@ -45,13 +45,13 @@ def test_reflex_never_drafts_a_lesson_from_its_own_incident(full_loop: FullLoop)
     noted on the lesson that raised B, and no lesson is drafted from it."""
     store = store_of(full_loop.workdir)
     lesson = stored_lesson(store, OWNERSHIP_LESSON)
-    resolved = [r for r in lesson.recurrences if r.get("resolved")]
+    resolved = [r for r in lesson.recurrences if r.resolved]
     assert resolved, "the demo resolves its ownership incidents B"
     for recurrence in resolved:
-        info = latest(store, recurrence["incident"], IncidentInfoClass)
+        info = latest(store, recurrence.incident, IncidentInfoClass)
         assert info is not None and info.status.state == IncidentStateClass.RESOLVED
-        assert recurrence["resolved"]["note"] == info.status.message
-        assert lesson_urn_for(recurrence["incident"]) not in urns_with(
+        assert recurrence.resolved.note == info.status.message
+        assert lesson_urn_for(recurrence.incident) not in urns_with(
             store, GlossaryTermInfoClass.ASPECT_NAME
         )
     info = latest(store, OWNERSHIP_LESSON, GlossaryTermInfoClass)

@@ -57,8 +57,8 @@ def test_the_demo_closes_both_loops(full_loop: FullLoop) -> None:
     for lesson_urn in (PAYMENTS_LESSON, OWNERSHIP_LESSON):
         lesson = stored_lesson(store_of(full_loop.workdir), lesson_urn)
         assert lesson.state is LessonState.PUBLISHED
-        approvals = [d for d in lesson.decisions if d["decision"] == "scope approved"]
-        assert [d["actor"] for d in approvals] == [STEWARD]
+        approvals = [d for d in lesson.decisions if d.decision == "scope approved"]
+        assert [d.actor for d in approvals] == [STEWARD]
 
 
 def test_duplicates_raise_incident_b_on_the_ledger_from_its_assertion(
@@ -174,7 +174,7 @@ def test_orphaned_ownership_raises_incident_b_and_waits_for_approval(
 def test_datasets_the_leaver_did_not_orphan_get_no_incident(full_loop: FullLoop) -> None:
     store = store_of(full_loop.workdir)
     lesson = stored_lesson(store, OWNERSHIP_LESSON)
-    orphaned = {r["dataset"] for r in lesson.recurrences}
+    orphaned = {r.dataset for r in lesson.recurrences}
     assert orphaned == set(ORPHANED)
     assert set(lesson.published_scope) - orphaned
     for dataset in set(lesson.published_scope) - orphaned:

@@ -34,7 +34,7 @@ def test_an_unauthorized_approval_publishes_nothing(pending: Demo, actor: str) -
     lesson = stored_lesson(store_of(pending.workdir), PAYMENTS_LESSON)
     assert lesson.state is LessonState.PENDING_APPROVAL
     assert lesson.published_scope == []
-    assert "scope approved" not in {d["decision"] for d in lesson.decisions}
+    assert "scope approved" not in {d.decision for d in lesson.decisions}
 
     # the same stage does publish once the steward approves: the refusal above was the gate
     pending.catalog.set_structured_properties(PAYMENTS_LESSON, {APPROVAL: ["PENDING"]}, STEWARD)

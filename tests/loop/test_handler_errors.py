@@ -1,5 +1,6 @@
 """Every failure inside a handler is a ReflexError that leaves the lesson in a state that says
-why on its page, never an escaping assert, ValueError or NotImplementedError."""
+why on its page (ERROR, with the reason), never an escaping assert, ValueError or
+NotImplementedError."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ UNKNOWN_DATASET = "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.public.gone
     [([], "names no dataset"), ([UNKNOWN_DATASET], "is not in the catalog")],
     ids=["no-dataset", "unknown-dataset"],
 )
-def test_a_lesson_that_cannot_be_backtested_goes_back_to_proposed_saying_why(
+def test_a_lesson_that_cannot_be_backtested_is_in_error_saying_why(
     drafted: Demo, entities: list[str], reason: str
 ) -> None:
     stamp = AuditStampClass(drafted.tick(), STEWARD)
@@ -57,11 +58,17 @@ def test_a_lesson_that_cannot_be_backtested_goes_back_to_proposed_saying_why(
 
     store = store_of(drafted.workdir)
     lesson = stored_lesson(store, lesson_urn)
-    assert lesson.state is LessonState.PROPOSED
-    assert property_values(store, lesson_urn, ROOT_CAUSE_STATUS) == ["PROPOSED"]
-    assert lesson.validation_error is not None and reason in lesson.validation_error
+    assert lesson.state is LessonState.ERROR
+    assert lesson.error is not None and reason in lesson.error
     page = latest(store, lesson_urn, GlossaryTermInfoClass)
-    assert page is not None and reason in page.definition
+    assert page is not None and "Reflex could not go on" in page.definition
+    assert reason in page.definition
+    # the status is back to Reflex's PROPOSED, so confirming again is a decision: it retries
+    assert property_values(store, lesson_urn, ROOT_CAUSE_STATUS) == ["PROPOSED"]
+    drafted.steward_sets(lesson_urn, ROOT_CAUSE_STATUS, "CONFIRMED")
+    retried = stored_lesson(store, lesson_urn)
+    assert [d.decision for d in retried.decisions].count("confirmation refused") == 2
+    assert retried.state is LessonState.ERROR
 
 
 def test_a_control_that_cannot_rename_fields_says_so_as_a_reflex_error() -> None:

@@ -160,14 +160,14 @@ def test_both_scenarios_close_the_loop_over_the_server(server_loop: ServerLoop) 
     for incident in (PAYMENTS_INCIDENT, OWNERSHIP_INCIDENT):
         lesson = server_loop.demo.lesson(incident)
         assert lesson.state is LessonState.PUBLISHED
-        approvals = [d for d in lesson.decisions if d["decision"] == "scope approved"]
-        assert [d["actor"] for d in approvals] == [STEWARD]
+        approvals = [d for d in lesson.decisions if d.decision == "scope approved"]
+        assert [d.actor for d in approvals] == [STEWARD]
 
 
 def test_incident_b_on_the_ledger_comes_from_its_assertion(server_loop: ServerLoop) -> None:
     lesson = server_loop.demo.lesson(PAYMENTS_INCIDENT)
-    (recurrence,) = [r for r in lesson.recurrences if r["dataset"] == LEDGER]
-    info = server_loop.demo.catalog.get_aspect(recurrence["incident"], IncidentInfoClass)
+    (recurrence,) = [r for r in lesson.recurrences if r.dataset == LEDGER]
+    info = server_loop.demo.catalog.get_aspect(recurrence.incident, IncidentInfoClass)
     assert info is not None and info.source is not None
     assert info.source.type == IncidentSourceTypeClass.ASSERTION_FAILURE
     assert info.source.sourceUrn == assertion_urn(lesson.urn, LEDGER)
