@@ -11,6 +11,7 @@ from datahub_actions.event.event_registry import METADATA_CHANGE_LOG_EVENT_V1_TY
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.action.config import ReflexConfig
+from reflex_actions.action.report import ReflexReport, WriteCountingCatalog
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
@@ -62,8 +63,14 @@ def open_catalog(config: ReflexConfig, ctx: PipelineContext) -> tuple[Catalog, R
 
 
 class ReflexAction(Action):
+    """Routes each event to its handler and counts, per route, what came of it (mirroring
+    datahub-actions' ``ReportingAction``: ``get_report()``; the report is logged at close)."""
+
     def __init__(self, config: ReflexConfig, catalog: Catalog) -> None:
-        self.context = HandlerContext(catalog=catalog, config=config)
+        self.writes = WriteCountingCatalog(catalog)
+        self.context = HandlerContext(catalog=self.writes, config=config)
+        self.report = ReflexReport.for_routes([route_name(*key) for key in ROUTES])
+        self.report.start()
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
@@ -76,16 +83,23 @@ class ReflexAction(Action):
 
     def act(self, event: EventEnvelope) -> None:
         if event.event_type != METADATA_CHANGE_LOG_EVENT_V1_TYPE:
+            self.report.record_dropped()
             return
         mcl = event.event
-        handler = ROUTES.get((mcl.entityType, mcl.aspectName))  # type: ignore[attr-defined]
+        key = (mcl.entityType, mcl.aspectName)  # type: ignore[attr-defined]
+        handler = ROUTES.get(key)
         if handler is None:
+            self.report.record_dropped()
             return
+        route, writes_before = route_name(*key), self.writes.writes
+        self.context.refusals.clear()
         try:
             handler(AspectChange.from_mcl(mcl), self.context)  # type: ignore[arg-type]
-        except CatalogError:
+        except CatalogError as error:
+            self.report.record(route, wrote=False, error=error)
             raise  # the store is unreachable or broken: let the pipeline retry or dead-letter
         except ReflexError as error:
+            self.report.record(route, wrote=False, error=error)
             logger.error(
                 "skipped %s %s of %s: %s",
                 mcl.entityType,  # type: ignore[attr-defined]
@@ -93,6 +107,21 @@ class ReflexAction(Action):
                 mcl.entityUrn,  # type: ignore[attr-defined]
                 error,
             )
+        else:
+            wrote = self.writes.writes > writes_before
+            self.report.record(route, wrote=wrote, refusals=self.context.refusals)
+
+    def get_report(self) -> ReflexReport:
+        """What each route saw so far (``ReportingAction.get_report``)."""
+        return self.report
 
     def close(self) -> None:
+        failed = any(counts.failed for counts in self.report.routes.values())
+        self.report.end(success=not failed)
+        self.report.log()
         self.context.catalog.close()
+
+
+def route_name(entity_type: str, aspect_name: str) -> str:
+    """How the report names a route: ``incident/incidentInfo``."""
+    return f"{entity_type}/{aspect_name}"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ from datahub.metadata.schema_classes import (
 )
 from datahub_actions.pipeline.pipeline import Pipeline
 
+from reflex_actions.action import report as action_report
+from reflex_actions.action.reflex_action import ReflexAction
+from reflex_actions.action.report import ReflexReport
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
@@ -121,6 +125,8 @@ class Demo:
         self.catalog = LiteCatalog(self.workdir / "reflex.db")
         self.config = embedded_pipeline_config(self.workdir)
         self.clock = int(time.time() * 1000)
+        #: what every pipeline run of this demo did, per route
+        self.report = ReflexReport()
 
     def react(self) -> None:
         """Let the reflex pipeline handle every change written so far."""
@@ -129,6 +135,8 @@ class Demo:
             pipeline.run()
         finally:
             pipeline.close()
+            assert isinstance(pipeline.action, ReflexAction)
+            self.report.add(pipeline.action.get_report())
 
     def tick(self) -> int:
         self.clock += 1000
@@ -258,6 +266,19 @@ def _ownership(demo: Demo) -> bool:
     return bool(found)
 
 
+@contextmanager
+def _reports_not_logged() -> Iterator[None]:
+    """Each pipeline's action logs its report when it closes; the demo prints them summed,
+    once, instead."""
+    report_logger = logging.getLogger(action_report.__name__)
+    level = report_logger.level
+    report_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        report_logger.setLevel(level)
+
+
 def run_demo(workdir: Path, say: Callable[[str], None] = print) -> bool:
     """Run both scenarios in ``workdir`` (created if needed); True when both closed the loop."""
     started = time.perf_counter()
@@ -267,9 +288,12 @@ def run_demo(workdir: Path, say: Callable[[str], None] = print) -> bool:
     say(f"Setting up the embedded store and snapshot histories in {workdir}")
     generate_histories(workdir / "snapshots")
     demo = Demo(workdir, say)
-    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
-    demo.react()  # the initial load changes nothing Reflex acts on
-    results = {"duplicate rows": _duplicates(demo), "orphaned ownership": _ownership(demo)}
+    with _reports_not_logged():
+        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
+        demo.react()  # the initial load changes nothing Reflex acts on
+        results = {"duplicate rows": _duplicates(demo), "orphaned ownership": _ownership(demo)}
+    say("\n== What the reflex action did, per route ==")
+    say(demo.report.as_text())
     say("\n== Result ==")
     for scenario, closed in results.items():
         outcome = "incident A -> lesson -> control -> incident B on another dataset"
