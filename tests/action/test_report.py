@@ -26,7 +26,7 @@ from reflex_actions.action import report as report_module
 from reflex_actions.action.config import ReflexConfig
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.action.report import MAX_REASON, ReflexReport, RouteReport, group_reason
-from reflex_actions.catalog.base import CatalogError
+from reflex_actions.catalog.base import AspectT, CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.demo.run import INTRUDER, STEWARD, Demo, embedded_pipeline_config
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
@@ -54,7 +54,7 @@ def _envelope(entity_type: str, urn: str, aspect_name: str, value: bytes) -> Eve
 class UnreachableCatalog(LiteCatalog):
     """A store that fails every read, as a server that went away does."""
 
-    def get_aspect(self, urn, aspect_class):  # type: ignore[no-untyped-def]
+    def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         raise CatalogError("the store went away")
 
 
