@@ -73,7 +73,8 @@ from reflex_actions.catalog.translate import simple_field_path
 from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.demo.metadata import datahub_field_type
-from reflex_actions.patterns import FailurePattern
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
+from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
 from reflex_actions.similarity import (
     Resolution,
     SimilarityConfig,
@@ -528,13 +529,13 @@ def lessons(estate: Estate) -> dict[str, SimilarityQuery]:
     departed = tuple(technical(orphaned))
     return {
         "uniqueness": SimilarityQuery(
-            pattern=FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY,
+            pattern=DUPLICATE_ROWS,
             control=UniquenessControl(field=TXN),
             source_urn=txn_source.urn,
             lesson_urn="urn:li:glossaryTerm:reflex.lessons.bench-duplicates",
         ),
         "ownership": SimilarityQuery(
-            pattern=FailurePattern.ORPHANED_OWNERSHIP,
+            pattern=ORPHANED_OWNERSHIP,
             control=ActiveOwnershipControl(owner_types=[OWNER_TYPES[0]]),
             source_urn=orphaned.urn,
             departed_users=departed,
@@ -625,7 +626,7 @@ def measure_resolution(
     started = time.perf_counter()
     resolution: Resolution = resolve_similar_assets(query, counting)  # also the warm-up
     first_run = time.perf_counter() - started
-    timing = Timing(query.pattern.value, [])
+    timing = Timing(query.pattern, [])
     for _ in range(repeat):
         started, cpu_started = time.perf_counter(), time.thread_time()
         resolve_similar_assets(query, catalog)

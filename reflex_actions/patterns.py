@@ -1,11 +1,10 @@
-"""The failure patterns Reflex knows how to turn into controls."""
+"""Failure patterns: each registered lesson kind names one (``reflex_actions.kinds``).
+
+The core knows only the pattern of a lesson no kind recognised.
+"""
 
 from __future__ import annotations
 
-from enum import Enum
-
-
-class FailurePattern(str, Enum):
-    DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY = "duplicate_rows_non_idempotent_retry"
-    ORPHANED_OWNERSHIP = "orphaned_ownership"
-    UNKNOWN = "unknown"
+#: The pattern of a draft whose incident fits no registered kind: it proposes no control until a
+#: steward names one (the control's kind then names the pattern).
+UNKNOWN_PATTERN = "unknown"

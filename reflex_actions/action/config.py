@@ -33,9 +33,6 @@ class HistoriesConfig(_Strict):
 
     root: Path | None = None
     folder: str = "{name}"
-    #: folder under ``root`` with the estate's ownership snapshots (one row per dataset-owner
-    #: edge), which ownership controls are backtested on
-    ownership: str | None = "ownership"
 
 
 class LandingConfig(_Strict):

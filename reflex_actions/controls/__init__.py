@@ -61,6 +61,14 @@ def _format_validation_error(type_name: str, error: ValidationError) -> str:
     return f"invalid {type_name!r} control: " + "; ".join(problems)
 
 
+def _load_kinds() -> None:
+    """Control types also come from lesson kinds in other packages, registered when their
+    kind loads (entry points, read once)."""
+    from reflex_actions.kinds import registered_kinds
+
+    registered_kinds()
+
+
 def parse_control_spec(data: Any) -> Control:
     """Validate a control spec given as a mapping; raise ControlSpecError naming the problem."""
     if not isinstance(data, dict):
@@ -68,6 +76,7 @@ def parse_control_spec(data: Any) -> Control:
             f"a control spec must be a mapping with a 'type' key, got {type(data).__name__}"
         )
     type_name = data.get("type")
+    _load_kinds()
     if type_name is None:
         raise ControlSpecError(
             f"control spec has no 'type'; known types: {', '.join(sorted(CONTROL_TYPES))}"

@@ -56,7 +56,6 @@ class ActiveOwnershipControl(Control):
     columns: OwnershipColumns = OwnershipColumns()
 
     violation_unit: ClassVar[str] = "under-owned datasets"
-    runs_on_landed_data: ClassVar[bool] = False  # evaluated when an owner leaves
 
     @field_validator("owner_types")
     @classmethod

@@ -50,8 +50,6 @@ class Control(BaseModel, ABC):
 
     #: Human name of what one violation counts (e.g. "duplicate rows").
     violation_unit: ClassVar[str] = "violations"
-    #: Whether it checks a dataset's landed rows (run when new data lands) or something else.
-    runs_on_landed_data: ClassVar[bool] = True
 
     @abstractmethod
     def required_columns(self) -> list[str]:

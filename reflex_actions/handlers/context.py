@@ -63,15 +63,16 @@ class HandlerContext:
             logger.warning("ignoring the history of %s: %s", dataset_urn, error)
             return None
 
-    def ownership_history(self) -> History | None:
-        """The estate's ownership snapshots, if configured and present."""
-        root, folder = self.config.histories.root, self.config.histories.ownership
-        if root is None or folder is None or not (root / folder).is_dir():
+    def estate_history(self, folder: str) -> History | None:
+        """An estate-wide history (one folder under the histories root for all datasets, e.g.
+        ownership snapshots), if present."""
+        root = self.config.histories.root
+        if root is None or not (root / folder).is_dir():
             return None
         try:
-            return load_history(root / folder, dataset="ownership (all datasets)")
+            return load_history(root / folder, dataset=f"{folder} (all datasets)")
         except HistoryError as error:
-            logger.warning("ignoring the ownership history: %s", error)
+            logger.warning("ignoring the %s history: %s", folder, error)
             return None
 
     def is_own(self, actor: str | None) -> bool:

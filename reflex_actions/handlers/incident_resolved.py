@@ -73,7 +73,7 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
     ctx.catalog.set_structured_properties(lesson_urn, drafted, actor)
     ctx.catalog.emit([lesson_term_mcp(lesson, after.title or change.urn, actor)])
     logger.info(
-        "drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern.value, change.urn
+        "drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern, change.urn
     )
 
 

@@ -78,7 +78,7 @@ def render_definition(lesson: Lesson, title: str) -> str:
         "#### Root cause",
         escape(lesson.root_cause),
         "",
-        f"Failure pattern: {code(lesson.failure_pattern.value)}",
+        f"Failure pattern: {code(lesson.failure_pattern)}",
     ]
     proposer = lesson.proposer.name + (
         f" ({lesson.proposer.model})" if lesson.proposer.model else ""

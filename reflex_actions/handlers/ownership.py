@@ -29,6 +29,8 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
+from reflex_actions.kinds import triggered_by
+from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson, OwnershipProposal
 from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
 
@@ -114,9 +116,11 @@ def _check_dataset(
     if info is None or dataset is None or CONTROL_PROPERTY not in (info.customProperties or {}):
         return
     control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
-    if not isinstance(control, ActiveOwnershipControl) or already_ran(
+    if not triggered_by(control.type, Trigger.USER_STATUS) or already_ran(
         ctx.catalog, assertion, change.time_ms
     ):
+        return
+    if not isinstance(control, ActiveOwnershipControl):  # the only user-status control so far
         return
     snapshot_id = f"{display_name(change.urn)}-suspended-{change.time_ms}"
     result = run_control_on_rows(control, ownership_edges(dataset, control, ctx), snapshot_id)

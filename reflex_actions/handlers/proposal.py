@@ -13,6 +13,7 @@ from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import save_lesson
+from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
@@ -103,12 +104,13 @@ def _backtest_section(
     mappings: dict[str, dict[str, str]],
     ctx: HandlerContext,
 ) -> str:
-    """Backtest on the source and every scored candidate that has a history; an ownership
-    control on the estate's ownership snapshots."""
+    """Backtest on the source and every scored candidate that has a history, or, for a kind
+    whose backtest runs on one estate-wide history (ownership snapshots), on that."""
     histories: dict[str, History] = {}  # dataset urn (or "" for the estate-wide one) -> history
     controls: dict[str, Control] = {}
     without_history: list[str] = []
-    if control.runs_on_landed_data:
+    kind = kind_for_pattern(lesson.failure_pattern)
+    if kind.estate_history is None:
         for urn in [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]:
             history = ctx.history_for(urn)
             if history is None:
@@ -117,8 +119,8 @@ def _backtest_section(
             histories[urn] = history
             if urn in mappings:
                 controls[history.dataset] = control.with_dataset_fields(mappings[urn])
-    elif (ownership := ctx.ownership_history()) is not None:
-        histories[""] = ownership  # one estate-wide history: it speaks for every scope
+    elif (estate := ctx.estate_history(kind.estate_history)) is not None:
+        histories[""] = estate  # one estate-wide history: it speaks for every scope
     if not histories:
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on."
     report = backtest(

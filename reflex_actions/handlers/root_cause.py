@@ -15,15 +15,14 @@ from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.proposal import propose
+from reflex_actions.kinds import kind_for_control
 from reflex_actions.lessons.lifecycle import awaits_confirmation, can_move, move
 from reflex_actions.lessons.model import Lesson, LessonState
-from reflex_actions.lessons.validation import CONTROL_TYPE_FOR, parse_steward_control
-from reflex_actions.patterns import FailurePattern
+from reflex_actions.lessons.validation import parse_steward_control
+from reflex_actions.patterns import UNKNOWN_PATTERN
 from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE, ROOT_CAUSE_STATUS
 
 logger = logging.getLogger(__name__)
-
-PATTERN_FOR_CONTROL = {control: pattern for pattern, control in CONTROL_TYPE_FOR.items()}
 
 
 def on_root_cause_confirmed(
@@ -60,7 +59,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
                 "reflex.controlSpec is empty: a confirmed lesson needs a control"
             )
         pattern = lesson.failure_pattern
-        if pattern is FailurePattern.UNKNOWN:  # the steward named the control: it names the pattern
+        if pattern == UNKNOWN_PATTERN:  # the steward named the control: its kind names the pattern
             pattern = _pattern_of(spec_text)
         control = parse_steward_control(spec_text, pattern, source)
     except ControlSpecError as error:
@@ -97,8 +96,9 @@ def _propose(lesson: Lesson, ctx: HandlerContext) -> str | None:
     return None
 
 
-def _pattern_of(spec_text: str) -> FailurePattern:
-    return PATTERN_FOR_CONTROL.get(parse_control_yaml(spec_text).type, FailurePattern.UNKNOWN)
+def _pattern_of(spec_text: str) -> str:
+    kind = kind_for_control(parse_control_yaml(spec_text).type)
+    return kind.pattern if kind else UNKNOWN_PATTERN
 
 
 def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:

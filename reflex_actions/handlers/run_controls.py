@@ -22,6 +22,8 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.landing import DEFAULT_PARTITION, SnapshotRefused, locate_snapshot
 from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, structured_values
 from reflex_actions.handlers.publish import lesson_title
+from reflex_actions.kinds import triggered_by
+from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.vocabulary import COVERAGE
 
@@ -89,7 +91,7 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
             )
             continue
         control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
-        if not control.runs_on_landed_data or already_ran(
+        if not triggered_by(control.type, Trigger.LANDED_DATA) or already_ran(
             ctx.catalog, assertion, operation.timestampMillis
         ):
             continue

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reflex_actions.patterns import FailurePattern
 from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 
 
@@ -97,7 +96,8 @@ class LessonDraft(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    failure_pattern: FailurePattern
+    #: a registered kind's pattern, or ``unknown`` (checked against the kinds on validation)
+    failure_pattern: str = Field(min_length=1, max_length=100)
     root_cause: str = Field(min_length=1, max_length=2000)
     evidence: list[Evidence] = Field(default_factory=list, max_length=20)
     #: the proposed control spec (validated against the control registry); None for `unknown`
@@ -134,7 +134,7 @@ class Lesson(BaseModel):
     incident: str
     source_dataset: str | None
     affected_assets: list[str]
-    failure_pattern: FailurePattern
+    failure_pattern: str
     root_cause: str
     evidence: list[Evidence]
     control: dict[str, Any] | None

@@ -10,26 +10,20 @@ from __future__ import annotations
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError
+from reflex_actions.kinds import registered_kinds
 from reflex_actions.lessons.model import IncidentText, LessonDraft
-from reflex_actions.patterns import FailurePattern
-
-#: The control type each failure pattern is turned into.
-CONTROL_TYPE_FOR = {
-    FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY: "uniqueness",
-    FailurePattern.ORPHANED_OWNERSHIP: "active_ownership",
-}
+from reflex_actions.patterns import UNKNOWN_PATTERN
 
 
-def check_control(
-    control: Control, pattern: FailurePattern, source: DatasetContext | None
-) -> list[str]:
+def check_control(control: Control, pattern: str, source: DatasetContext | None) -> list[str]:
     """Problems with using ``control`` for this pattern on this dataset (empty when fine)."""
     problems = []
-    expected = CONTROL_TYPE_FOR.get(pattern)
-    if expected != control.type:
+    kind = next((k for k in registered_kinds() if k.pattern == pattern), None)
+    expected = kind.control_types() if kind else ()
+    if control.type not in expected:
         problems.append(
-            f"control type {control.type!r} does not fit failure pattern {pattern.value!r}"
-            + (f" (expected {expected!r})" if expected else "")
+            f"control type {control.type!r} does not fit failure pattern {pattern!r}"
+            + (f" (expected {' or '.join(repr(t) for t in expected)})" if expected else "")
         )
     if source is not None:
         names = {f.name for f in source.fields}
@@ -45,11 +39,17 @@ def check_control(
 def check_draft(draft: LessonDraft, text: IncidentText, source: DatasetContext | None) -> list[str]:
     """Problems with a proposer's draft (empty when it may be written as a lesson)."""
     problems: list[str] = []
-    if draft.failure_pattern is FailurePattern.UNKNOWN:
+    known = [kind.pattern for kind in registered_kinds()]
+    if draft.failure_pattern == UNKNOWN_PATTERN:
         if draft.control is not None:
             problems.append("an 'unknown' failure pattern proposes no control")
+    elif draft.failure_pattern not in known:
+        problems.append(
+            f"failure pattern {draft.failure_pattern[:100]!r} is not one of {', '.join(known)}, "
+            f"{UNKNOWN_PATTERN}"
+        )
     elif draft.control is None:
-        problems.append(f"failure pattern {draft.failure_pattern.value!r} needs a control")
+        problems.append(f"failure pattern {draft.failure_pattern!r} needs a control")
     else:
         try:
             control = parse_control_spec(draft.control)
@@ -64,9 +64,7 @@ def check_draft(draft: LessonDraft, text: IncidentText, source: DatasetContext |
     return problems
 
 
-def parse_steward_control(
-    spec_text: str, pattern: FailurePattern, source: DatasetContext | None
-) -> Control:
+def parse_steward_control(spec_text: str, pattern: str, source: DatasetContext | None) -> Control:
     """A steward's (possibly edited) control YAML, validated; raise ControlSpecError otherwise."""
     control = parse_control_yaml(spec_text)
     problems = check_control(control, pattern, source)

@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict
 
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
-from reflex_actions.patterns import FailurePattern
 from reflex_actions.vocabulary import display_name
 
 
@@ -28,7 +27,7 @@ class SimilarityQuery(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
-    pattern: FailurePattern
+    pattern: str
     control: Control
     source_urn: str
     #: the lesson's glossary term, to recognise assets it already covers
@@ -77,7 +76,7 @@ class Exclusion(BaseModel):
 
 class Resolution(BaseModel):
     source_urn: str
-    pattern: FailurePattern
+    pattern: str
     threshold: float
     #: scored candidates, best first; those at or above the threshold are recommended
     candidates: list[Candidate]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import cache
+from typing import TYPE_CHECKING
 
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.errors import ReflexError
-from reflex_actions.patterns import FailurePattern
+from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import synonyms_of
 from reflex_actions.similarity.lineage import lineage_relatives
@@ -27,13 +27,10 @@ from reflex_actions.similarity.models import (
     Signal,
     SimilarityQuery,
 )
-from reflex_actions.similarity.ownership_signals import ownership_signals
-from reflex_actions.similarity.schema_signals import (
-    matched_fields,
-    schema_signals,
-    source_fields,
-)
 from reflex_actions.vocabulary import COVERAGE, display_name
+
+if TYPE_CHECKING:
+    from reflex_actions.kinds.base import LessonKind
 
 
 class SimilarityError(ReflexError):
@@ -43,15 +40,18 @@ class SimilarityError(ReflexError):
 def resolve_similar_assets(
     query: SimilarityQuery, catalog: CatalogReader, config: SimilarityConfig | None = None
 ) -> Resolution:
+    """Candidates found and scored by the signal set of the query's lesson kind."""
     config = config or SimilarityConfig()
+    kind = kind_for_pattern(query.pattern)
     source = catalog.dataset(query.source_urn)
     if source is None:
         raise SimilarityError(f"source dataset {query.source_urn} is not in the catalog")
-    ownership = isinstance(query.control, ActiveOwnershipControl)
     relatives = (
-        lineage_relatives(catalog, source.urn, config.max_lineage_hops) if not ownership else {}
+        lineage_relatives(catalog, source.urn, config.max_lineage_hops)
+        if kind.follows_lineage()
+        else {}
     )
-    urns = _retrieve(query, source, catalog, config, list(relatives))
+    urns = _retrieve(query, source, catalog, config, list(relatives), kind)
     status_of = cache(catalog.user_status)
     candidates: list[Candidate] = []
     excluded: list[Exclusion] = []
@@ -60,20 +60,10 @@ def resolve_similar_assets(
         if candidate is None:
             continue
         try:
-            covered = _coverage_signal(candidate, query, config)
-            if isinstance(query.control, ActiveOwnershipControl):
-                signals = ownership_signals(
-                    source, candidate, query.control, query.departed_users, status_of, config
-                )
-                mapping: dict[str, str] = {}
-            else:
-                matches = matched_fields(
-                    source_fields(source, query.control.dataset_fields()), candidate, config
-                )
-                signals = schema_signals(source, candidate, matches, relatives.get(urn), config)
-                mapping = {
-                    m.source.name: m.target.name for m in matches if m.source.name != m.target.name
-                }
+            covered = _coverage_signal(candidate, query, kind.not_yet_covered_weight(config))
+            signals, mapping = kind.signals(
+                query, source, candidate, relatives.get(urn), status_of, config
+            )
         except Excluded as why:
             excluded.append(Exclusion(urn=urn, name=candidate.name, reason=str(why)))
             continue
@@ -106,6 +96,7 @@ def _retrieve(
     catalog: CatalogReader,
     config: SimilarityConfig,
     relatives: list[str],
+    kind: LessonKind,
 ) -> list[str]:
     """Candidate urns from indexed lookups, those found by the most lookups first (lineage
     relatives count as found), capped at max_candidates: the cap keeps the strongest."""
@@ -117,9 +108,7 @@ def _retrieve(
         ]
     if source.domain:
         lookups.append(catalog.datasets_by_domain(source.domain))
-    if isinstance(query.control, ActiveOwnershipControl):
-        owners = [*(o.owner for o in source.owners), *query.departed_users]
-        lookups += [catalog.datasets_by_owner(owner) for owner in dict.fromkeys(owners)]
+    lookups += kind.candidate_lookups(query, source, catalog)
     for found in lookups:
         evidence.update(set(found))
     evidence.pop(source.urn, None)
@@ -127,17 +116,10 @@ def _retrieve(
     return ranked[: config.max_candidates]
 
 
-def _coverage_signal(
-    candidate: DatasetContext, query: SimilarityQuery, config: SimilarityConfig
-) -> Signal:
+def _coverage_signal(candidate: DatasetContext, query: SimilarityQuery, weight: float) -> Signal:
     lessons = candidate.structured_properties.get(COVERAGE, ())
     if query.lesson_urn and query.lesson_urn in lessons:
         raise Excluded(f"already covered by this lesson ({display_name(query.lesson_urn)})")
-    weight = (
-        config.ownership_weights.not_yet_covered
-        if query.pattern is FailurePattern.ORPHANED_OWNERSHIP
-        else config.schema_weights.not_yet_covered
-    )
     if lessons:
         others = ", ".join(display_name(str(lesson)) for lesson in lessons)
         return Signal(

@@ -10,9 +10,9 @@ import pytest
 from reflex_actions.backtest.metrics import BacktestReport, Scores
 from reflex_actions.backtest.report import render_markdown
 from reflex_actions.handlers.lesson_store import render_definition
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.lessons.model import Evidence, Lesson, LessonState, ProposerInfo
 from reflex_actions.markdown import code, code_block, escape
-from reflex_actions.patterns import FailurePattern
 
 IMAGE = "![pixel](http://evil.example/p.png)"
 HOSTILE = [
@@ -79,7 +79,7 @@ def _hostile_lesson(text: str) -> Lesson:
         incident=f"urn:li:incident:{text}",
         source_dataset=f"urn:li:dataset:(urn:li:dataPlatform:hive,{text},PROD)",
         affected_assets=[],
-        failure_pattern=FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY,
+        failure_pattern=DUPLICATE_ROWS,
         root_cause=text,
         evidence=[Evidence(source="description", quote=text)],
         control={"type": "uniqueness", "field": f"id\n```\n{HOSTILE[-1]}"},
@@ -180,7 +180,7 @@ def test_the_similar_assets_table_shows_hostile_names_and_reasons_as_text(text: 
     signal = Signal(name="shares_field", contribution=0.5, reason=text)
     resolution = Resolution(
         source_urn="urn:li:dataset:(urn:li:dataPlatform:s3,a,PROD)",
-        pattern=FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY,
+        pattern=DUPLICATE_ROWS,
         threshold=0.5,
         candidates=[
             Candidate(urn="urn:x", name=text, score=0.9, recommended=True, signals=[signal])

@@ -13,13 +13,15 @@ from reflex_actions.backtest.history import History, load_history
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.models import FieldInfo
 from reflex_actions.demo.history import OWNERSHIP_INCIDENT, PAYMENTS_INCIDENT
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
+from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import KeyFinding, discover_keys, failure_snapshots
 from reflex_actions.lessons.model import IncidentText, LessonDraft, ProposerInfo
 from reflex_actions.lessons.validation import check_draft
-from reflex_actions.patterns import FailurePattern
+from reflex_actions.patterns import UNKNOWN_PATTERN
 from tests.conftest import write_snapshot
 from tests.lessons.helpers import BOB, INVOICE_LINES, LEDGER, PAYMENTS, copy_store
 
@@ -82,7 +84,7 @@ def test_duplicates_key_is_found_in_the_history(catalog: LiteCatalog, histories_
     text = incident_text(catalog, PAYMENTS_INCIDENT, PAYMENTS_NOTE)
     draft = propose(text, facts(catalog, PAYMENTS, histories_root))
 
-    assert draft.failure_pattern is FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY
+    assert draft.failure_pattern == DUPLICATE_ROWS
     assert draft.control == {"type": "uniqueness", "field": "transaction_id"}
     history = [e.quote for e in draft.evidence if e.source == "history"]
     assert history == [
@@ -118,7 +120,7 @@ def test_duplicates_without_history_fall_back_to_the_declared_key(
     with_history = propose(text, facts(catalog, PAYMENTS, histories_root))
     draft = propose(text, facts(catalog, PAYMENTS, None))
 
-    assert draft.failure_pattern is FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY
+    assert draft.failure_pattern == DUPLICATE_ROWS
     assert draft.control == {"type": "uniqueness", "field": "transaction_id"}
     assert draft.confidence < with_history.confidence
     assert not [e for e in draft.evidence if e.source == "history"]
@@ -155,7 +157,7 @@ def test_ownership_incident_yields_active_ownership(catalog: LiteCatalog) -> Non
     text = incident_text(catalog, OWNERSHIP_INCIDENT, OWNERSHIP_NOTE)
     draft = propose(text, facts(catalog, PAYMENTS, None))
 
-    assert draft.failure_pattern is FailurePattern.ORPHANED_OWNERSHIP
+    assert draft.failure_pattern == ORPHANED_OWNERSHIP
     assert draft.control == {
         "type": "active_ownership",
         "min_active_owners": 1,
@@ -209,7 +211,7 @@ def test_incident_matching_no_pattern_is_unknown(catalog: LiteCatalog) -> None:
     )
     draft = propose(text, facts(catalog, PAYMENTS, None))
 
-    assert draft.failure_pattern is FailurePattern.UNKNOWN
+    assert draft.failure_pattern == UNKNOWN_PATTERN
     assert draft.control is None
     assert draft.evidence == []
     assert draft.root_cause == "Fixed the dashboard theme."

@@ -205,7 +205,7 @@ def test_resolution_of_the_ownership_incident_drafts_its_own_lesson(estate: Esta
     on_incident_change(estate.resolve(OWNERSHIP_INCIDENT, "carol owns it now."), estate.context())
 
     lesson = estate.lesson(lesson_urn_for(OWNERSHIP_INCIDENT))
-    assert lesson.failure_pattern.value == "orphaned_ownership"
+    assert lesson.failure_pattern == "orphaned_ownership"
     assert lesson.departed_users == ["urn:li:corpuser:bob"]
     assert estate.lesson_terms() == [lesson_urn_for(OWNERSHIP_INCIDENT)]
 

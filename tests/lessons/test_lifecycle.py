@@ -11,7 +11,7 @@ import pytest
 import reflex_actions
 from reflex_actions.lessons.lifecycle import TRANSITIONS, IllegalTransition, can_move, move
 from reflex_actions.lessons.model import Lesson, LessonState, ProposerInfo
-from reflex_actions.patterns import FailurePattern
+from reflex_actions.patterns import UNKNOWN_PATTERN
 
 S = LessonState
 ALLOWED = {
@@ -34,7 +34,7 @@ def lesson_in(state: LessonState) -> Lesson:
         incident="urn:li:incident:x",
         source_dataset=None,
         affected_assets=[],
-        failure_pattern=FailurePattern.UNKNOWN,
+        failure_pattern=UNKNOWN_PATTERN,
         root_cause="r",
         evidence=[],
         control=None,

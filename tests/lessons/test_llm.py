@@ -16,13 +16,13 @@ from pydantic import ValidationError
 
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import parse_control_spec
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.llm import LlmConfig, LlmProposer
 from reflex_actions.lessons.model import IncidentText, LessonDraft, ProposerInfo
 from reflex_actions.lessons.validation import check_draft
-from reflex_actions.patterns import FailurePattern
 from tests.lessons.helpers import PAYMENTS
 
 # Set before litellm is first imported (lazily, by the first mocked call; nothing above imports
@@ -138,7 +138,7 @@ def test_valid_answer_is_accepted() -> None:
     assert info == ProposerInfo(name="llm", model=MODEL)
     assert draft.root_cause.startswith("The model says:")
     assert draft.control == {"type": "uniqueness", "fields": ["transaction_id", "account_id"]}
-    assert draft.failure_pattern is FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY
+    assert draft.failure_pattern == DUPLICATE_ROWS
 
 
 def test_accepted_answer_becomes_the_lesson() -> None:

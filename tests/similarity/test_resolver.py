@@ -14,7 +14,8 @@ from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.metadata import ESTATE_FILE
-from reflex_actions.patterns import FailurePattern
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
+from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
 from reflex_actions.similarity import (
     Resolution,
     SimilarityConfig,
@@ -104,7 +105,7 @@ SYNTHETIC = [
 
 def resolve(catalog: InMemoryCatalog, **config: object) -> Resolution:
     query = SimilarityQuery(
-        pattern=FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY,
+        pattern=DUPLICATE_ROWS,
         control=UniquenessControl(field="transaction_id"),
         source_urn=SOURCE.urn,
         lesson_urn=LESSON,
@@ -209,7 +210,7 @@ def test_ownership_pattern_selects_by_risk_not_schema() -> None:
     ]
     catalog = InMemoryCatalog(estate, {BOB: "SUSPENDED", CAROL: "ACTIVE", ERIN: "ACTIVE"})
     query = SimilarityQuery(
-        pattern=FailurePattern.ORPHANED_OWNERSHIP,
+        pattern=ORPHANED_OWNERSHIP,
         control=ActiveOwnershipControl(owner_types=[tech]),
         source_urn=source.urn,
         departed_users=(BOB,),
@@ -239,7 +240,7 @@ def test_an_owner_without_a_status_is_unknown_not_departed() -> None:
     ]
     catalog = InMemoryCatalog(estate, {CAROL: "ACTIVE", ERIN: "ACTIVE"})
     query = SimilarityQuery(
-        pattern=FailurePattern.ORPHANED_OWNERSHIP,
+        pattern=ORPHANED_OWNERSHIP,
         control=ActiveOwnershipControl(owner_types=[tech]),
         source_urn=source.urn,
     )
@@ -263,7 +264,7 @@ def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> LiteCatalog:
 
 def test_demo_estate_duplicate_rows(demo_catalog: LiteCatalog) -> None:
     query = SimilarityQuery(
-        pattern=FailurePattern.DUPLICATE_ROWS_NON_IDEMPOTENT_RETRY,
+        pattern=DUPLICATE_ROWS,
         control=UniquenessControl(field="transaction_id"),
         source_urn=dataset_urn("finance.payments"),
     )
@@ -282,7 +283,7 @@ def test_demo_estate_duplicate_rows(demo_catalog: LiteCatalog) -> None:
 
 def test_demo_estate_orphaned_ownership(demo_catalog: LiteCatalog, tmp_path: Path) -> None:
     query = SimilarityQuery(
-        pattern=FailurePattern.ORPHANED_OWNERSHIP,
+        pattern=ORPHANED_OWNERSHIP,
         control=ActiveOwnershipControl(owner_types=["TECHNICAL_OWNER"]),
         source_urn=dataset_urn("finance.payments"),
         departed_users=("urn:li:corpuser:bob",),

@@ -1,0 +1,110 @@
+"""The contract of a lesson kind (DESIGN §7): one module teaches Reflex one incident class.
+
+A kind names its failure pattern, its control types, the words that recognise its incidents and
+the evidence it drafts a control from, the similarity signals that find where else it can
+happen, when its controls are evaluated, and which history its backtest runs on. The core asks
+the registered kinds (``reflex_actions.kinds``) and names none of them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, ClassVar
+
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls import Control
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
+from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.similarity.lineage import Relation
+from reflex_actions.similarity.models import CatalogReader, Signal, SimilarityQuery
+from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
+
+#: a user urn -> its corpUserStatus.status, or None when unknown
+StatusOf = Callable[[str], str | None]
+
+
+class Trigger(str, Enum):
+    """When a kind's controls are evaluated."""
+
+    LANDED_DATA = "landed_data"  # an ``operation`` names a landed snapshot or partition
+    USER_STATUS = "user_status"  # a user's ``corpUserStatus`` changed (e.g. SUSPENDED)
+    ASPECT_CHANGE = "aspect_change"  # a metadata aspect of a covered dataset changed
+    SCHEDULE = "schedule"  # on an interval: for failures that send no event (stale data)
+
+
+class LessonKind(ABC):
+    """One incident class, end to end. Subclass it, register it under the entry point group
+    ``reflex_actions.kinds``, and prove it with the kind conformance suite."""
+
+    #: stable id stored on every lesson of this kind (``duplicate_rows``, ...)
+    pattern: ClassVar[str]
+    title: ClassVar[str]
+    #: the control types it proposes; the first is the one a draft uses by default
+    controls: ClassVar[tuple[type[Control], ...]]
+    triggers: ClassVar[frozenset[Trigger]] = frozenset({Trigger.LANDED_DATA})
+    #: the folder (under ``histories.root``) of one estate-wide history its backtest runs on
+    #: (e.g. ownership snapshots); None: each candidate is backtested on its own history
+    estate_history: ClassVar[str | None] = None
+
+    # --- drafting --------------------------------------------------------------------------------
+    @abstractmethod
+    def words(self, text: IncidentText) -> list[Evidence]:
+        """Verbatim quotes of the incident that recognise this kind (empty: not this kind).
+        The kind with the most quotes drafts the lesson."""
+
+    @abstractmethod
+    def draft(
+        self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
+    ) -> LessonDraft:
+        """A draft from the words plus what the catalog and the history show."""
+
+    def control_types(self) -> tuple[str, ...]:
+        return tuple(_type_of(control) for control in self.controls)
+
+    def llm_shape(self) -> dict[str, Any]:
+        """What a model may propose for this kind, derived from the control models, so the
+        prompt and the validation cannot disagree."""
+        return {
+            "failure_pattern": self.pattern,
+            "title": self.title,
+            "controls": {_type_of(c): c.model_json_schema() for c in self.controls},
+        }
+
+    # --- similar assets --------------------------------------------------------------------------
+    def follows_lineage(self) -> bool:
+        """Whether lineage relatives are candidates (data flows; ownership does not)."""
+        return True
+
+    def candidate_lookups(
+        self, query: SimilarityQuery, source: DatasetContext, catalog: CatalogReader
+    ) -> list[list[str]]:
+        """Indexed lookups beyond the control's field names and the source's domain."""
+        return []
+
+    def signals(
+        self,
+        query: SimilarityQuery,
+        source: DatasetContext,
+        candidate: DatasetContext,
+        relation: Relation | None,
+        status_of: StatusOf,
+        config: SimilarityConfig,
+    ) -> tuple[list[Signal], dict[str, str]]:
+        """The named, weighted signals for one candidate and its field mapping (source field ->
+        candidate field); raise ``Excluded`` to rule it out with a reason. By default, the
+        schema signals: same fields with compatible types, keys, lineage, domain, platform."""
+        matches = matched_fields(
+            source_fields(source, query.control.dataset_fields()), candidate, config
+        )
+        mapping = {m.source.name: m.target.name for m in matches if m.source.name != m.target.name}
+        return schema_signals(source, candidate, matches, relation, config), mapping
+
+    def not_yet_covered_weight(self, config: SimilarityConfig) -> float:
+        return config.schema_weights.not_yet_covered
+
+
+def _type_of(control: type[Control]) -> str:
+    return str(control.model_fields["type"].default)

@@ -1,0 +1,199 @@
+"""Orphaned ownership after an employee leaves: datasets keep enough active owners
+(``active_ownership``), evaluated when a user's status changes, not when data lands.
+
+Words: owners, leavers, offboarding, suspended accounts. Evidence: the suspended users among
+the source's owners and the users the incident names. Similar assets are ranked by the risk of
+being orphaned next (owners left, shared owners, domain), not by schema.
+"""
+
+from __future__ import annotations
+
+import re
+
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwnershipControl
+from reflex_actions.errors import ReflexError
+from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
+from reflex_actions.lessons.words import quotes
+from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.similarity.lineage import Relation
+from reflex_actions.similarity.models import (
+    CatalogReader,
+    Excluded,
+    Signal,
+    SimilarityQuery,
+    shared_domain,
+)
+from reflex_actions.vocabulary import display_name
+
+ORPHANED_OWNERSHIP = "orphaned_ownership"
+
+OWNERSHIP_WORDS = re.compile(
+    r"\b(owner(?:ship|s)?|left the company|leaver|offboard\w*|suspended|orphan\w*|"
+    r"nobody to (?:page|approve|contact))\b",
+    re.IGNORECASE,
+)
+OWNER_TYPE_WORDS = {
+    "TECHNICAL_OWNER": re.compile(r"technical owner", re.IGNORECASE),
+    "DATA_STEWARD": re.compile(r"steward", re.IGNORECASE),
+    "BUSINESS_OWNER": re.compile(r"business owner", re.IGNORECASE),
+}
+_USER_MENTION = re.compile(r"urn:li:corpuser:[\w.@-]+|\b[a-z][a-z0-9._-]{1,30}\b")
+#: how many words of the incident are looked up as possible user names, at most
+MAX_USER_LOOKUPS = 40
+
+
+class OrphanedOwnershipKind(LessonKind):
+    pattern = ORPHANED_OWNERSHIP
+    title = "Orphaned ownership after an employee leaves"
+    controls = (ActiveOwnershipControl,)
+    triggers = frozenset({Trigger.USER_STATUS})
+    estate_history = "ownership"
+
+    def words(self, text: IncidentText) -> list[Evidence]:
+        return quotes(text, OWNERSHIP_WORDS)
+
+    def draft(
+        self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
+    ) -> LessonDraft:
+        departed = _departed_users(text, facts)
+        evidence = [
+            *evidence,
+            *(Evidence(source="catalog", quote=f"{u} is SUSPENDED") for u in departed),
+        ]
+        joined = " ".join(text.fields().values())
+        owner_types = [t for t, pattern in OWNER_TYPE_WORDS.items() if pattern.search(joined)] or [
+            "TECHNICAL_OWNER"
+        ]
+        name = display_name(facts.source.urn) if facts.source else "the dataset"
+        who = ", ".join(display_name(u) for u in departed) or "an owner"
+        return LessonDraft(
+            failure_pattern=self.pattern,
+            root_cause=f"{name} was orphaned when {who} left: it depended on a single active "
+            f"{'/'.join(owner_types).lower().replace('_', ' ')}.",
+            evidence=evidence,
+            control={
+                "type": "active_ownership",
+                "min_active_owners": 1,
+                "owner_types": owner_types,
+            },
+            confidence=0.85 if departed else 0.5,
+            departed_users=departed,
+            rationale="A departed user was the dataset's only owner of that type."
+            if departed
+            else "The incident describes lost ownership; no suspended user was identified.",
+        )
+
+    def follows_lineage(self) -> bool:
+        return False  # ownership does not flow along lineage
+
+    def candidate_lookups(
+        self, query: SimilarityQuery, source: DatasetContext, catalog: CatalogReader
+    ) -> list[list[str]]:
+        owners = [*(o.owner for o in source.owners), *query.departed_users]
+        return [catalog.datasets_by_owner(owner) for owner in dict.fromkeys(owners)]
+
+    def signals(
+        self,
+        query: SimilarityQuery,
+        source: DatasetContext,
+        candidate: DatasetContext,
+        relation: Relation | None,
+        status_of: StatusOf,
+        config: SimilarityConfig,
+    ) -> tuple[list[Signal], dict[str, str]]:
+        control = query.control
+        if not isinstance(control, ActiveOwnershipControl):
+            raise ReflexError(f"{self.pattern} ranks candidates for active_ownership controls")
+        return (
+            ownership_signals(source, candidate, control, query.departed_users, status_of, config),
+            {},
+        )
+
+    def not_yet_covered_weight(self, config: SimilarityConfig) -> float:
+        return config.ownership_weights.not_yet_covered
+
+
+def _departed_users(text: IncidentText, facts: IncidentFacts) -> list[str]:
+    """Suspended users among the source's owners and the users the incident names."""
+    mentioned: dict[str, None] = {}
+    for match in _USER_MENTION.finditer(" ".join(text.fields().values())):
+        token = match.group(0)
+        mentioned[token if token.startswith("urn:li:") else f"urn:li:corpuser:{token}"] = None
+    owners = [o.owner for o in facts.source.owners] if facts.source else []
+    looked_up = list(dict.fromkeys([*owners, *list(mentioned)[:MAX_USER_LOOKUPS]]))
+    return [user for user in looked_up if facts.catalog.user_status(user) == "SUSPENDED"]
+
+
+def owners_by_status(
+    candidate: DatasetContext,
+    control: ActiveOwnershipControl,
+    status_of: StatusOf,
+) -> tuple[list[str], list[str]]:
+    """Distinct owners of the counted types that are ACTIVE, and those of unknown status (no
+    corpUserStatus: neither active nor departed); departed owners are in neither list."""
+    counted = [
+        o.owner
+        for o in candidate.owners
+        if control.owner_types is None or o.ownership_type in control.owner_types
+    ]
+    active, unknown = [], []
+    for owner in dict.fromkeys(counted):
+        status = status_of(owner)
+        if status == ACTIVE_STATUS:
+            active.append(owner)
+        elif not status:
+            unknown.append(owner)
+    return active, unknown
+
+
+def ownership_signals(
+    source: DatasetContext,
+    candidate: DatasetContext,
+    control: ActiveOwnershipControl,
+    departed_users: tuple[str, ...],
+    status_of: StatusOf,
+    config: SimilarityConfig,
+) -> list[Signal]:
+    weights = config.ownership_weights
+    kinds = "/".join(control.owner_types) if control.owner_types else "owner"
+    active, unknown = owners_by_status(candidate, control, status_of)
+    names = ", ".join(display_name(owner) for owner in active)
+    if unknown:
+        names += (", " if names else "") + ", ".join(
+            f"{display_name(owner)} (status unknown)" for owner in unknown
+        )
+    remaining = len(active) + len(unknown)
+    signals: list[Signal] = []
+    if not remaining:
+        signals.append(
+            Signal(
+                name="no_active_owner",
+                contribution=weights.no_active_owner,
+                reason=f"no active {kinds} now",
+            )
+        )
+    elif remaining <= control.min_active_owners:
+        signals.append(
+            Signal(
+                name="single_active_owner",
+                contribution=weights.single_active_owner,
+                reason=f"only {remaining} active {kinds} ({names}): one departure orphans it",
+            )
+        )
+    else:
+        raise Excluded(f"{remaining} active {kinds}s ({names}): not at risk")
+    related = {o.owner for o in source.owners} | set(departed_users)
+    shared = sorted(related & {o.owner for o in candidate.owners})
+    if shared:
+        signals.append(
+            Signal(
+                name="shares_owner",
+                contribution=weights.shares_owner,
+                reason=f"owned by {', '.join(display_name(o) for o in shared)} like the source",
+            )
+        )
+    signals += shared_domain(source, candidate, weights.shared_domain)
+    return signals
