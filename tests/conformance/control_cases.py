@@ -1,7 +1,7 @@
 """One conformance case per control type: what every control type must get right.
 
-A new control type adds a case here; ``test_control_conformance`` fails until it does. Rows are
-given per logical column role so the same data can be written under ordinary or hostile names.
+A kind's conformance module gives its control's case (see ``kind_suite``). Rows are given per
+logical column role so the same data can be written under ordinary or hostile names.
 """
 
 from __future__ import annotations
@@ -131,5 +131,3 @@ ACTIVE_OWNERSHIP = ControlCase(
     ],
     bound_values=["TECHNICAL_OWNER", "DATA_STEWARD", "ACTIVE"],
 )
-
-CASES = [UNIQUENESS, ACTIVE_OWNERSHIP]

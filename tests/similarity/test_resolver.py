@@ -24,6 +24,7 @@ from reflex_actions.similarity import (
     resolve_similar_assets,
 )
 from reflex_actions.vocabulary import COVERAGE
+from tests.similarity.estate import InMemoryCatalog
 
 LESSON = "urn:li:glossaryTerm:reflex.lessons.dup-payments"
 FINANCE = "urn:li:domain:finance"
@@ -37,39 +38,6 @@ def urn(name: str, platform: str = "snowflake") -> str:
 def txn(native: str = "VARCHAR", key: bool = True, name: str = "transaction_id") -> FieldInfo:
     kind = "string" if native == "VARCHAR" else "number"
     return FieldInfo(name=name, native_type=native, type=kind, is_key=key)
-
-
-class InMemoryCatalog:
-    """A CatalogReader over a dict of contexts; records which datasets were read."""
-
-    def __init__(self, datasets: list[DatasetContext], statuses: dict[str, str] | None = None):
-        self.datasets = {d.urn: d for d in datasets}
-        self.statuses = statuses or {}
-        self.read: list[str] = []
-
-    def dataset(self, urn: str) -> DatasetContext | None:
-        self.read.append(urn)
-        return self.datasets.get(urn)
-
-    def downstreams(self, urn: str) -> list[str]:
-        return sorted(d.urn for d in self.datasets.values() if urn in d.upstreams)
-
-    def user_status(self, urn: str) -> str | None:
-        return self.statuses.get(urn)
-
-    def datasets_by_domain(self, domain_urn: str) -> list[str]:
-        return sorted(d.urn for d in self.datasets.values() if d.domain == domain_urn)
-
-    def datasets_by_field(self, field_name: str) -> list[str]:
-        wanted = field_name.lower()
-        return sorted(
-            d.urn for d in self.datasets.values() if any(f.name.lower() == wanted for f in d.fields)
-        )
-
-    def datasets_by_owner(self, owner_urn: str) -> list[str]:
-        return sorted(
-            d.urn for d in self.datasets.values() if any(o.owner == owner_urn for o in d.owners)
-        )
 
 
 def ds(name: str, *fields: FieldInfo, **extra: object) -> DatasetContext:

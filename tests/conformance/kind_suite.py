@@ -1,0 +1,248 @@
+"""The conformance suite every lesson kind passes (DESIGN §7), dbt-adapters style.
+
+A kind's test module subclasses :class:`BaseLessonKindConformance` as ``Test<Kind>`` and gives
+its cases: an incident its words recognise, a control case (rows under plain and hostile column
+names), a field renaming, and a small estate for its signals. Every test below then runs for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import duckdb
+import pytest
+import yaml
+
+from reflex_actions.backtest import backtest, load_history
+from reflex_actions.controls import (
+    CONTROL_TYPES,
+    dump_control_line,
+    dump_control_yaml,
+    parse_control_spec,
+    parse_control_yaml,
+)
+from reflex_actions.errors import (
+    ControlSpecError,
+    SchemaDriftError,
+    SnapshotNotFoundError,
+    SnapshotUnreadableError,
+)
+from reflex_actions.executor import run_control
+from reflex_actions.kinds import kind_for_pattern
+from reflex_actions.kinds.base import LessonKind
+from reflex_actions.lessons.deterministic import DeterministicProposer
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.model import IncidentText
+from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
+from reflex_actions.sql import Relation
+from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
+from tests.conftest import write_snapshot
+from tests.similarity.estate import InMemoryCatalog
+
+
+def rows_as(roles: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    return [{names[role]: value for role, value in row.items()} for row in roles]
+
+
+def hostile_names(case: ControlCase) -> dict[str, str]:
+    return {
+        role: HOSTILE_NAMES[i % len(HOSTILE_NAMES)] + f"#{i}" for i, role in enumerate(case.columns)
+    }
+
+
+class BaseLessonKindConformance:
+    """What every lesson kind gets right; subclass it once per kind with its cases."""
+
+    kind_pattern: ClassVar[str]
+    #: an incident this kind's words recognise (and no other kind's words outweigh)
+    incident: ClassVar[IncidentText]
+    control_case: ClassVar[ControlCase]
+    #: a renaming its control applies (source field -> dataset field); None: it cannot rename
+    renaming: ClassVar[dict[str, str] | None]
+
+    def estate(self) -> tuple[InMemoryCatalog, SimilarityQuery]:
+        """A small estate and the query of a lesson of this kind on its source."""
+        raise NotImplementedError
+
+    def kind(self) -> LessonKind:
+        return kind_for_pattern(self.kind_pattern)
+
+    def control(self, names: dict[str, str] | None = None) -> Any:
+        case = self.control_case
+        return parse_control_spec(case.make_spec(names or case.columns))
+
+    # --- words and drafts -------------------------------------------------------------------------
+    def test_it_is_registered_with_its_control(self) -> None:
+        kind = self.kind()
+        assert kind.pattern == self.kind_pattern and kind.title
+        assert self.control_case.type_name in kind.control_types()
+        assert all(t in CONTROL_TYPES for t in kind.control_types())
+
+    def test_its_words_draft_its_incident_with_verbatim_evidence(self) -> None:
+        facts = IncidentFacts(source=None, history=None, catalog=InMemoryCatalog([]))
+        draft = DeterministicProposer().draft(self.incident, facts)
+        assert draft.failure_pattern == self.kind_pattern
+        fields = self.incident.fields()
+        quoted = [e for e in draft.evidence if e.source in fields]
+        assert quoted and all(e.quote in fields[e.source] for e in quoted)
+
+    def test_other_kinds_incidents_do_not_draft_it(self) -> None:
+        facts = IncidentFacts(source=None, history=None, catalog=InMemoryCatalog([]))
+        for other in BaseLessonKindConformance.__subclasses__():
+            if other.kind_pattern != self.kind_pattern:
+                draft = DeterministicProposer().draft(other.incident, facts)
+                assert draft.failure_pattern != self.kind_pattern, other.__name__
+
+    def test_the_llm_shape_is_its_control_models(self) -> None:
+        shape = self.kind().llm_shape()
+        assert shape["failure_pattern"] == self.kind_pattern
+        assert shape["controls"] == {
+            t: CONTROL_TYPES[t].model_json_schema() for t in self.kind().control_types()
+        }
+
+    # --- its control ------------------------------------------------------------------------------
+    def test_parses_strictly_and_round_trips(self) -> None:
+        control = self.control()
+        assert isinstance(control, CONTROL_TYPES[self.control_case.type_name])
+        assert parse_control_yaml(dump_control_yaml(control)) == control
+        assert parse_control_yaml(dump_control_line(control)) == control
+        spec = {**self.control_case.make_spec(self.control_case.columns), "severity": "high"}
+        with pytest.raises(ControlSpecError, match="unknown key 'severity'"):
+            parse_control_spec(spec)
+
+    def test_rejects_bad_specs_naming_the_problem(self) -> None:
+        for spec, fragment in self.control_case.invalid_specs:
+            with pytest.raises(ControlSpecError) as raised:
+                parse_control_spec(spec)
+            assert fragment in str(raised.value), (spec, str(raised.value))
+
+    def test_compiles_with_quoted_identifiers_and_bound_values(self) -> None:
+        names = hostile_names(self.control_case)
+        control = self.control(names)
+        relation = Relation(sql="SELECT * FROM read_parquet($snapshot)", params={"snapshot": "x"})
+        first, second = control.compile(relation), control.compile(relation)
+        assert first == second
+        for name in control.required_columns():
+            assert name in names.values()
+            assert '"' + name.replace('"', '""') + '"' in first.sql
+        for value in self.control_case.bound_values:
+            assert value not in first.sql
+
+    def test_passes_on_a_clean_snapshot(self, tmp_path: Path, snapshot_format: str) -> None:
+        case = self.control_case
+        path = write_snapshot(
+            tmp_path / f"clean.{snapshot_format}", rows_as(case.passing_rows, case.columns)
+        )
+        result = run_control(self.control(), path)
+        assert (result.passed, result.violation_count, result.sample) == (True, 0, [])
+        assert result.rows_scanned == len(case.passing_rows)
+        assert result.snapshot_id == "clean"
+
+    @pytest.mark.parametrize("naming", ["plain", "hostile"])
+    def test_fails_on_a_bad_snapshot_with_exact_count_and_sample(
+        self, tmp_path: Path, snapshot_format: str, naming: str
+    ) -> None:
+        case = self.control_case
+        names = case.columns if naming == "plain" else hostile_names(case)
+        path = write_snapshot(
+            tmp_path / f"bad.{snapshot_format}", rows_as(case.failing_rows, names)
+        )
+        result = run_control(self.control(names), path)
+        assert not result.passed
+        assert result.violation_count == case.expected_violations
+        assert result.rows_scanned == len(case.failing_rows)
+        for key, value in case.expected_first_sample.items():
+            assert result.sample[0][key] == value
+        assert len(result.sample) <= 5
+
+    def test_schema_drift_names_the_missing_column(
+        self, tmp_path: Path, snapshot_format: str
+    ) -> None:
+        case = self.control_case
+        control = self.control()
+        if not control.required_columns():
+            pytest.fail("a control that needs no column cannot drift: give the case a column")
+        dropped = case.columns[next(iter(case.columns))]
+        rows = [
+            {k: v for k, v in row.items() if k != dropped}
+            for row in rows_as(case.passing_rows, case.columns)
+        ]
+        path = write_snapshot(tmp_path / f"drifted.{snapshot_format}", rows)
+        with pytest.raises(SchemaDriftError) as raised:
+            run_control(control, path)
+        assert raised.value.missing == [dropped]
+        assert repr(dropped) in str(raised.value)
+
+    def test_missing_and_unreadable_snapshots_are_clear_errors(self, tmp_path: Path) -> None:
+        control = self.control()
+        with pytest.raises(SnapshotNotFoundError, match="not found"):
+            run_control(control, tmp_path / "absent.parquet")
+        corrupt = tmp_path / "corrupt.parquet"
+        corrupt.write_bytes(b"PAR1 this is not parquet")
+        with pytest.raises(SnapshotUnreadableError, match=r"corrupt\.parquet"):
+            run_control(control, corrupt)
+
+    def test_a_partitioned_relation_matches_single_runs(self, tmp_path: Path) -> None:
+        """Backtests evaluate many snapshots in one query; each partition must match a run."""
+        case, control = self.control_case, self.control()
+        clean = write_snapshot(tmp_path / "s1.parquet", rows_as(case.passing_rows, case.columns))
+        bad = write_snapshot(tmp_path / "s2.parquet", rows_as(case.failing_rows, case.columns))
+        relation = Relation(
+            sql="SELECT parse_filename(src, true) AS part, * "
+            "FROM read_parquet($files, filename = 'src', union_by_name = true)",
+            params={"files": [str(clean), str(bad)]},
+            partition_column="part",
+        )
+        query = control.compile(relation)
+        rows = duckdb.connect().execute(query.sql, query.params).fetchall()
+        singles = [run_control(control, path) for path in (clean, bad)]
+        assert [row[0] for row in rows] == ["s1", "s2"]
+        for row, single in zip(rows, singles, strict=True):
+            _, rows_scanned, violation_count, sample = row
+            assert (rows_scanned, violation_count) == (single.rows_scanned, single.violation_count)
+            assert [control.sample_row(item) for item in sample or []] == single.sample
+
+    def test_with_dataset_fields_renames_or_says_it_cannot(self) -> None:
+        control = self.control()
+        if self.renaming is None:
+            with pytest.raises(ControlSpecError, match="cannot rename"):
+                control.with_dataset_fields({"a": "b"})
+            return
+        renamed = control.with_dataset_fields(self.renaming)
+        fields = set(renamed.dataset_fields())
+        assert set(self.renaming.values()) <= fields
+        assert not set(self.renaming) & fields
+        assert control.with_dataset_fields({}) == control
+
+    # --- backtest and similar assets --------------------------------------------------------------
+    def test_the_backtest_of_a_labelled_history_is_exact(self, tmp_path: Path) -> None:
+        case = self.control_case
+        folder = tmp_path / "history"
+        folder.mkdir()
+        for snapshot, rows in (
+            ("2026-01-01", case.passing_rows),
+            ("2026-01-02", case.failing_rows),
+            ("2026-01-03", case.passing_rows),
+            ("2026-01-04", case.failing_rows),
+        ):
+            write_snapshot(folder / f"{snapshot}.parquet", rows_as(rows, case.columns))
+        (folder / "labels.yaml").write_text(yaml.safe_dump({"failures": ["2026-01-02"]}))
+        report = backtest(self.control(), [load_history(folder)])
+        counts = (
+            report.true_positives,
+            report.false_positives,
+            report.true_negatives,
+            report.false_negatives,
+        )
+        assert counts == (1, 1, 2, 0)
+        assert (report.precision, report.recall) == (0.5, 1.0)
+
+    def test_its_signals_explain_every_candidate(self) -> None:
+        catalog, query = self.estate()
+        resolution = resolve_similar_assets(query, catalog)
+        assert resolution.candidates, "the estate should give at least one candidate"
+        for candidate in resolution.candidates:
+            assert candidate.explanation.strip(), candidate.urn
+            assert all(signal.reason.strip() for signal in candidate.signals)
+        assert all(exclusion.reason.strip() for exclusion in resolution.excluded)
