@@ -27,7 +27,7 @@ from datahub_actions.plugin.source.kafka.kafka_event_source import KafkaEventSou
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from reflex_actions.action.config import ReflexConfig
+from reflex_actions.config import ReflexConfig
 from tests.loop.configs import (
     PRODUCTION,
     VARIABLE,

@@ -10,9 +10,9 @@ from datahub_actions.event.event_envelope import EventEnvelope
 from datahub_actions.event.event_registry import METADATA_CHANGE_LOG_EVENT_V1_TYPE
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.action.report import ReflexReport, WriteCountingCatalog
 from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext

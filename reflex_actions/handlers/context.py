@@ -15,9 +15,9 @@ from datahub.metadata.schema_classes import (
     OwnershipClass,
 )
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.backtest.history import History, HistoryError, load_history
 from reflex_actions.catalog.base import AspectT, Catalog
+from reflex_actions.config import ReflexConfig
 from reflex_actions.lessons.drafting import Proposer, make_proposer
 from reflex_actions.vocabulary import dataset_platform, display_name
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from datahub.metadata.schema_classes import OperationClass
 
-from reflex_actions.action.config import LandingConfig
 from reflex_actions.bounded import excerpt
+from reflex_actions.config import LandingConfig
 from reflex_actions.errors import ReflexError
 
 DEFAULT_PARTITION = "FULL_TABLE_SNAPSHOT"

@@ -23,11 +23,11 @@ from datahub_actions.event.event_registry import (
 from datahub_actions.pipeline.pipeline import Pipeline
 
 from reflex_actions.action import report as report_module
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.action.report import MAX_REASON, ReflexReport, RouteReport, group_reason
 from reflex_actions.catalog.base import AspectT, CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.run import INTRUDER, STEWARD, Demo, embedded_pipeline_config
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.stages import PAYMENTS_LESSON, FullLoop

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from datahub.metadata.schema_classes import AssertionRunEventClass, OperationClass
 
-from reflex_actions.action.config import LandingConfig
 from reflex_actions.backtest.engine import backtest
 from reflex_actions.backtest.history import load_history
+from reflex_actions.config import LandingConfig
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import LANDING_FOLDER, PAYMENTS_INCIDENT

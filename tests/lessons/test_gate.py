@@ -25,9 +25,9 @@ from datahub.metadata.schema_classes import (
     StructuredPropertiesClass,
 )
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.history import OWNERSHIP_INCIDENT, PAYMENTS_INCIDENT
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext

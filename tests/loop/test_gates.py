@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from datahub.metadata.schema_classes import AssertionInfoClass
 
-from reflex_actions.action.config import ReflexConfig
+from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import PAYMENTS_INCIDENT
 from reflex_actions.demo.run import INTRUDER, STEWARD, Demo

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from datahub.metadata.schema_classes import DatasetPropertiesClass
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import resolve_incident
+from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import PAYMENTS_INCIDENT, generate_histories
 from reflex_actions.demo.metadata import estate_mcps

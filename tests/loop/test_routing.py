@@ -21,10 +21,10 @@ from datahub_actions.event.event_registry import (
     MetadataChangeLogEvent,
 )
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.action.reflex_action import ROUTES, ReflexAction
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.config import ReflexConfig
 
 UNRELATED = [
     ("dataset", "datasetProperties"),

@@ -32,11 +32,11 @@ from datahub_actions.event.event_registry import (
     MetadataChangeLogEvent,
 )
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.server import ServerCatalog
 from reflex_actions.catalog.steward import ACTOR_PROPERTY
+from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import OWNERSHIP_INCIDENT, PAYMENTS_INCIDENT, generate_histories
 from reflex_actions.demo.metadata import estate_mcps

@@ -18,9 +18,9 @@ from datahub_actions.plugin.source.kafka.kafka_event_source import (
 )
 from datahub_actions.source.event_source_registry import event_source_registry
 
-from reflex_actions.action.config import ReflexConfig
 from reflex_actions.action.reflex_action import ROUTES, ReflexAction
 from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.run import embedded_pipeline_config
 from reflex_actions.source.lite_change_feed import LiteChangeFeedSource
 from tests.loop.configs import (

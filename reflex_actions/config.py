@@ -1,4 +1,5 @@
-"""The `reflex` action's configuration (the `action.config` block of the actions YAML)."""
+"""The `reflex` action's configuration (the `action.config` block of the actions YAML); plain
+pydantic, read by the handlers and the action alike."""
 
 from __future__ import annotations
 
