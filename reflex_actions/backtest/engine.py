@@ -161,8 +161,14 @@ def _run_partitioned(
     query = control.compile(files_relation(snapshots, control.required_columns()), sample_size)
     rows = _execute(con, query.sql, query.params, dataset, progress)
     by_path = {path: (scanned, violations, sample) for path, scanned, violations, sample in rows}
-    # A file with no rows yields no group: it was read fine and holds nothing to flag.
-    return {s.snapshot_id: by_path.get(s.read_path, (0, 0, None)) for s in snapshots}
+    results = {s.snapshot_id: by_path[s.read_path] for s in snapshots if s.read_path in by_path}
+    # A file with no rows yields no group; whether an empty table is a failure is the control's
+    # to say (a row count says yes), so it is evaluated alone, as a landing run would.
+    for snapshot in snapshots:
+        if snapshot.read_path not in by_path:
+            alone = control.compile(snapshot.relation(), sample_size)
+            results[snapshot.snapshot_id] = con.execute(alone.sql, alone.params).fetchone()
+    return results
 
 
 def _execute(

@@ -1,0 +1,101 @@
+"""The empty-table kind from outside the package passes the lesson-kind conformance suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from reflex_actions.backtest import backtest, load_history
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.executor import run_control
+from reflex_actions.lessons.model import IncidentText
+from reflex_actions.similarity import SimilarityQuery
+from tests.conformance.control_cases import ControlCase
+from tests.conformance.kind_suite import BaseLessonKindConformance
+from tests.conftest import write_snapshot
+from tests.similarity.estate import InMemoryCatalog
+
+pytestmark = pytest.mark.usefixtures("plugin_installed")
+
+FINANCE = "urn:li:domain:finance"
+ROW_COUNT_MIN = ControlCase(
+    type_name="row_count_min",
+    columns={"day": "day", "revenue": "revenue"},
+    make_spec=lambda c: {"type": "row_count_min", "min_rows": 3},
+    passing_rows=[{"day": f"2026-09-0{i}", "revenue": i} for i in range(1, 4)],
+    failing_rows=[{"day": "2026-09-01", "revenue": 1}],
+    expected_violations=2,
+    expected_first_sample={"rows": 1, "min_rows": 3},
+    invalid_specs=[
+        ({"type": "row_count_min", "min_rows": 0}, "min_rows"),
+        ({"type": "row_count_min", "min_rows": True}, "min_rows"),
+        ({"type": "row_count_min", "min_rows": "3"}, "min_rows"),
+        ({"type": "row_count_min", "min_rows": 10**13}, "min_rows"),
+    ],
+)
+
+
+def dataset(
+    name: str, upstreams: tuple[str, ...] = (), domain: str | None = FINANCE
+) -> DatasetContext:
+    return DatasetContext(
+        urn=f"urn:li:dataset:(urn:li:dataPlatform:snowflake,{name},PROD)",
+        name=name,
+        platform="snowflake",
+        domain=domain,
+        upstreams=tuple(
+            f"urn:li:dataset:(urn:li:dataPlatform:snowflake,{u},PROD)" for u in upstreams
+        ),
+    )
+
+
+class TestEmptyTableKind(BaseLessonKindConformance):
+    kind_pattern = "empty_table"
+    incident = IncidentText(
+        urn="urn:li:incident:empty",
+        title="daily_revenue is empty",
+        description="The export failed silently and the table had zero rows on 2026-09-14.",
+    )
+    control_case = ROW_COUNT_MIN
+    renaming: ClassVar[dict[str, str] | None] = None
+
+    def estate(self) -> tuple[InMemoryCatalog, SimilarityQuery]:
+        source = dataset("daily_revenue", upstreams=("ledger",))
+        catalog = InMemoryCatalog(
+            [source, dataset("ledger"), dataset("fx_rates"), dataset("web", domain=None)]
+        )
+        query = SimilarityQuery(
+            pattern=self.kind_pattern, control=self.control(), source_urn=source.urn
+        )
+        return catalog, query
+
+    def test_schema_drift_names_the_missing_column(
+        self, tmp_path: Path, snapshot_format: str
+    ) -> None:
+        """A row count needs no column, so no snapshot can drift away from it."""
+        path = write_snapshot(tmp_path / f"other.{snapshot_format}", [{"unrelated": 1}] * 3)
+        result = run_control(self.control(), path)
+        assert (result.passed, result.rows_scanned) == (True, 3)
+
+
+def test_an_empty_snapshot_is_judged_alike_in_a_backtest_and_a_landing_run(
+    tmp_path: Path,
+) -> None:
+    """A file with no rows gives no group in the backtest's one query over the history; it is
+    still evaluated, as the landing run evaluates it."""
+    folder = tmp_path / "history"
+    write_snapshot(folder / "s1.parquet", [{"a": 1}, {"a": 2}])
+    write_snapshot(folder / "s2.parquet", [], columns=["a"])
+    (folder / "labels.yaml").write_text(yaml.safe_dump({"failures": ["s2"]}))
+    control = parse_control_spec({"type": "row_count_min"})
+    report = backtest(control, [load_history(folder)])
+    landing = run_control(control, folder / "s2.parquet")
+    empty = next(o for o in report.per_snapshot if o.snapshot_id == "s2")
+    assert (empty.verdict, empty.violation_count, empty.rows_scanned) == ("true_positive", 1, 0)
+    assert (landing.passed, landing.violation_count) == (False, 1)
+    assert empty.sample == landing.sample == [{"rows": 0, "min_rows": 1}]
+    assert (report.true_positives, report.false_negatives, report.true_negatives) == (1, 0, 1)

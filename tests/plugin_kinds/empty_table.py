@@ -1,0 +1,135 @@
+"""Empty tables: a load that wrote no rows (``row_count_min``), as a kind from another package.
+
+Words: empty, no rows, zero rows, missing rows. Evidence: the row counts of the source's
+history; the drafted minimum is the smallest that catches every labelled failure there (1 for
+an empty table). Similar assets are ranked by what empties a table too: lineage first (an empty
+upstream empties its downstreams), then domain and platform.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+from reflex_actions.backtest import backtest
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls import Control, register_control
+from reflex_actions.controls.base import count_field
+from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
+from reflex_actions.lessons.words import quotes
+from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.similarity.lineage import Relation as LineageRelation
+from reflex_actions.similarity.models import Signal, SimilarityQuery, shared_domain
+from reflex_actions.sql import CompiledQuery, Relation, indent
+from reflex_actions.vocabulary import display_name
+
+EMPTY_WORDS = re.compile(
+    r"\b(empty|emptied|no rows|zero rows|0 rows|missing rows|(?:wrote|loaded|landed) nothing)\b",
+    re.IGNORECASE,
+)
+#: the signal weights of this kind (a candidate is recommended at the resolver's threshold)
+LINEAGE_WEIGHT, DOMAIN_WEIGHT, PLATFORM_WEIGHT = 0.4, 0.2, 0.05
+
+
+@register_control
+class RowCountMinControl(Control):
+    """A snapshot holds at least ``min_rows`` rows; each missing row is one violation."""
+
+    type: Literal["row_count_min"] = "row_count_min"
+    min_rows: int = count_field(default=1, ge=1)
+
+    violation_unit: ClassVar[str] = "missing rows"
+
+    def required_columns(self) -> list[str]:
+        return []  # it counts rows, whatever their columns
+
+    def allowed_violations(self) -> int:
+        return 0
+
+    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
+        sql = f"""WITH snapshot AS (
+{indent(relation.sql)}
+)
+SELECT
+    {relation.partition_select()}count(*)::BIGINT AS rows_scanned,
+    greatest($min_rows - count(*), 0)::BIGINT AS violation_count,
+    CASE WHEN count(*) < $min_rows THEN [row(count(*)::BIGINT, $min_rows::BIGINT)] END AS sample
+FROM snapshot{relation.partition_suffix()}"""
+        return CompiledQuery(sql=sql, params={**relation.params, "min_rows": self.min_rows})
+
+    def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        rows, min_rows = row
+        return {"rows": rows, "min_rows": min_rows}
+
+    def describe(self) -> str:
+        return f"holds at least {self.min_rows} row(s)"
+
+
+class EmptyTableKind(LessonKind):
+    pattern = "empty_table"
+    title = "A load that left a table empty"
+    controls = (RowCountMinControl,)
+    triggers = frozenset({Trigger.LANDED_DATA})
+
+    def words(self, text: IncidentText) -> list[Evidence]:
+        return quotes(text, EMPTY_WORDS)
+
+    def draft(
+        self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
+    ) -> LessonDraft:
+        name = display_name(facts.source.urn) if facts.source else "the dataset"
+        normal, failed = _row_counts(facts)
+        if failed and normal and max(failed) < min(normal):
+            min_rows = max(failed) + 1  # the smallest minimum that catches every failure
+            fact = (
+                f"the {len(normal)} normal snapshots hold {min(normal)} rows or more; "
+                f"the {len(failed)} labelled failure(s) hold {', '.join(map(str, failed))}"
+            )
+            evidence = [*evidence, Evidence(source="history", quote=fact)]
+            confidence, rationale = 0.9, "The history separates the failures by row count."
+        else:
+            min_rows, confidence = 1, 0.6
+            rationale = "No history separates the failures: the table must simply not be empty."
+        return LessonDraft(
+            failure_pattern=self.pattern,
+            root_cause=f"A load left {name} without its rows and nothing noticed.",
+            evidence=evidence,
+            control={"type": "row_count_min", "min_rows": min_rows},
+            confidence=confidence,
+            rationale=rationale,
+        )
+
+    def signals(
+        self,
+        query: SimilarityQuery,
+        source: DatasetContext,
+        candidate: DatasetContext,
+        relation: LineageRelation | None,
+        status_of: StatusOf,
+        config: SimilarityConfig,
+    ) -> tuple[list[Signal], dict[str, str]]:
+        signals = []
+        if relation is not None:
+            reason = f"{relation.description}: an empty upstream empties its downstreams"
+            weight = round(LINEAGE_WEIGHT / relation.hops, 4)
+            signals.append(Signal(name="lineage", contribution=weight, reason=reason))
+        signals += shared_domain(source, candidate, DOMAIN_WEIGHT)
+        if candidate.platform == source.platform:
+            reason = f"loaded on the same platform {source.platform}"
+            signals.append(
+                Signal(name="same_platform", contribution=PLATFORM_WEIGHT, reason=reason)
+            )
+        return signals, {}  # no field to map
+
+
+def _row_counts(facts: IncidentFacts) -> tuple[list[int], list[int]]:
+    """Row counts of the source history's normal snapshots and of its labelled failures."""
+    if facts.history is None:
+        return [], []
+    report = backtest(RowCountMinControl(), [facts.history])
+    counted = [(o.rows_scanned, o.labelled_failure) for o in report.per_snapshot if o.evaluable]
+    normal = [rows or 0 for rows, labelled in counted if not labelled]
+    failed = [rows or 0 for rows, labelled in counted if labelled]
+    return normal, failed
