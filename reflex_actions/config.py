@@ -55,7 +55,10 @@ class BacktestConfig(_Strict):
 
 
 class ReflexConfig(_Strict):
-    #: the embedded DataHub Lite file; unset = the DataHub server of the pipeline's `datahub:` block
+    #: the catalog store (a name registered under ``reflex_actions.catalogs``); unset: ``lite``
+    #: when ``store`` is set, else ``datahub`` (the server of the pipeline's `datahub:` block)
+    catalog: str | None = None
+    #: the embedded DataHub Lite file
     store: Path | None = None
     #: the user Reflex writes as; its own changes never pass a human gate
     service_actor: str = "urn:li:corpuser:datahub-reflex"
@@ -70,3 +73,6 @@ class ReflexConfig(_Strict):
     landing: LandingConfig = LandingConfig()
     similarity: SimilarityConfig = SimilarityConfig()
     backtest: BacktestConfig = BacktestConfig()
+
+    def catalog_store(self) -> str:
+        return self.catalog or ("lite" if self.store is not None else "datahub")

@@ -12,6 +12,7 @@ from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.action.report import ReflexReport, WriteCountingCatalog
 from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.catalog.registry import open_store
 from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
@@ -35,33 +36,6 @@ ROUTES: dict[tuple[str, str], Handler] = {
 }
 
 
-def open_catalog(config: ReflexConfig, ctx: PipelineContext) -> tuple[Catalog, ReflexConfig]:
-    """The store, and the config with every actor the store records for Reflex's own writes."""
-    if config.store is not None:
-        from reflex_actions.catalog.lite import LiteCatalog
-
-        return LiteCatalog(config.store), config
-    if ctx.graph is None:
-        raise CatalogError(
-            "no catalog: set `store` (embedded DataHub Lite) or a `datahub:` block in the pipeline"
-        )
-    from reflex_actions.catalog.server import ServerCatalog
-
-    catalog = ServerCatalog(ctx.graph.graph)
-    try:
-        principal = catalog.principal()
-    except CatalogError as error:
-        raise CatalogError(
-            f"DataHub does not accept Reflex's credentials ({error}). Give the pipeline's "
-            "`datahub:` block a `token` of Reflex's service user, or set "
-            "DATAHUB_SYSTEM_CLIENT_ID and DATAHUB_SYSTEM_CLIENT_SECRET as DataHub's own "
-            "actions do"
-        ) from None
-    # GMS records the authenticated principal on every write, whatever Reflex says it is
-    own = list(dict.fromkeys([*config.own_actors, principal]))
-    return catalog, config.model_copy(update={"own_actors": own})
-
-
 class ReflexAction(Action):
     """Routes each event to its handler and counts, per route, what came of it (mirroring
     datahub-actions' ``ReportingAction``: ``get_report()``; the report is logged at close)."""
@@ -74,7 +48,8 @@ class ReflexAction(Action):
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
-        catalog, config = open_catalog(ReflexConfig.model_validate(config_dict or {}), ctx)
+        graph = ctx.graph.graph if ctx.graph is not None else None
+        catalog, config = open_store(ReflexConfig.model_validate(config_dict or {}), graph)
         logger.info(
             "reflex: Reflex's own writes are recorded as %s",
             ", ".join([config.service_actor, *config.own_actors]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass, _Aspect
@@ -17,6 +17,11 @@ from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoCla
 from reflex_actions.catalog.models import DatasetContext, IncidentContext
 from reflex_actions.catalog.translate import incident_context
 from reflex_actions.errors import ReflexError
+
+if TYPE_CHECKING:
+    from datahub.ingestion.graph.client import DataHubGraph
+
+    from reflex_actions.config import ReflexConfig
 
 AspectT = TypeVar("AspectT", bound=_Aspect)
 
@@ -26,7 +31,22 @@ class CatalogError(ReflexError):
 
 
 class Catalog(ABC):
-    """Read the organizational graph; write lessons, assertions, coverage and incidents."""
+    """Read the organizational graph; write lessons, assertions, coverage and incidents.
+
+    A store is registered under the entry point group ``reflex_actions.catalogs``; the action
+    opens the one its configuration names (:func:`reflex_actions.catalog.registry.open_store`).
+    """
+
+    @classmethod
+    def open_for(cls, config: ReflexConfig, graph: DataHubGraph | None) -> Catalog:
+        """The store for an action's configuration (``graph``: the pipeline's DataHub client);
+        every store registered under ``reflex_actions.catalogs`` implements it."""
+        raise CatalogError(f"{cls.__name__} cannot be opened from an action's configuration")
+
+    def own_actors(self) -> list[str]:
+        """Actors the store records for Reflex's own writes besides those it is told to record
+        (a server records the authenticated principal). Fails when the store refuses Reflex."""
+        return []
 
     # --- reads -------------------------------------------------------------------------------
     @abstractmethod

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datahub.emitter.aspect import ASPECT_MAP
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -66,6 +66,11 @@ _SCHEMA = (
     " id INTEGER PRIMARY KEY CHECK (id = 1), last_rowid INTEGER NOT NULL)",
 )
 
+if TYPE_CHECKING:
+    from datahub.ingestion.graph.client import DataHubGraph
+
+    from reflex_actions.config import ReflexConfig
+
 
 class _Lite(SqliteLite):
     """SqliteLite that closes without rebuilding the whole browse index.
@@ -95,6 +100,12 @@ def _index_values(kind: str, value: dict[str, Any]) -> set[str]:
 
 class LiteCatalog(Catalog):
     """Catalog backed by a DataHub Lite SQLite file."""
+
+    @classmethod
+    def open_for(cls, config: ReflexConfig, graph: DataHubGraph | None) -> LiteCatalog:
+        if config.store is None:
+            raise CatalogError("the embedded store needs `store`: the DataHub Lite file")
+        return cls(config.store)
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

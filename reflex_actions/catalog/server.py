@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datahub.configuration.common import OperationalError
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -28,6 +28,9 @@ from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context
 
 #: The graph edge ``upstreamLineage`` draws from a dataset to each of its upstreams.
 DOWNSTREAM_OF = "DownstreamOf"
+
+if TYPE_CHECKING:
+    from reflex_actions.config import ReflexConfig
 
 
 def _rule(field: str, condition: str, value: str) -> RawSearchFilterRule:
@@ -61,6 +64,23 @@ class ServerCatalog(Catalog):
     def __init__(self, graph: DataHubGraph, *, owns_graph: bool = False) -> None:
         self._graph = graph
         self._owns_graph = owns_graph  # the pipeline's shared graph is not ours to close
+
+    @classmethod
+    def open_for(cls, config: ReflexConfig, graph: DataHubGraph | None) -> ServerCatalog:
+        if graph is None:
+            raise CatalogError("the DataHub server store needs a `datahub:` block in the pipeline")
+        return cls(graph)  # the pipeline's graph: not ours to close
+
+    def own_actors(self) -> list[str]:
+        try:
+            return [self.principal()]
+        except CatalogError as error:
+            raise CatalogError(
+                f"DataHub does not accept Reflex's credentials ({error}). Give the pipeline's "
+                "`datahub:` block a `token` of Reflex's service user, or set "
+                "DATAHUB_SYSTEM_CLIENT_ID and DATAHUB_SYSTEM_CLIENT_SECRET as DataHub's own "
+                "actions do"
+            ) from None
 
     @classmethod
     def from_config(cls, server: str, token: str | None = None) -> ServerCatalog:
