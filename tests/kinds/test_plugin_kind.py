@@ -31,8 +31,10 @@ from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schem
 from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.handlers.assertions import assertion_urn
+from reflex_actions.kinds import ENTRY_POINT_GROUP
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
+from tests.kinds.conftest import ENTRY_POINT
 from tests.loop.store import incidents_b, land, store_of, stored_lesson
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,3 +192,12 @@ def test_the_package_never_names_the_plugin_kind() -> None:
         check=False,
     )
     assert (found.returncode, found.stdout) == (1, "")
+
+
+def test_the_readme_shows_the_whole_kind_and_its_entry_point() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Adding an incident class\n", 1)[1].split("\n## ", 1)[0]
+    [module] = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert module == (REPO / "tests/plugin_kinds/empty_table.py").read_text(encoding="utf-8")
+    entry_point = f'empty_table = "{ENTRY_POINT.split(" = ")[1]}"'
+    assert f'[project.entry-points."{ENTRY_POINT_GROUP}"]\n{entry_point}\n' in section
