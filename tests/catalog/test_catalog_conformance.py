@@ -15,12 +15,23 @@ from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.server import ServerCatalog
 from tests.catalog.catalog_suite import GMS_URL, BaseCatalogConformance
 from tests.catalog.fake_gms import FakeGmsServer
+from tests.catalog.memory_catalog import MemoryCatalog
 
 
 class TestLiteCatalog(BaseCatalogConformance):
     @pytest.fixture
     def catalog(self, tmp_path: Path) -> Iterator[Catalog]:
         store = LiteCatalog(tmp_path / "lite.db")
+        yield store
+        store.close()
+
+
+class TestMemoryCatalog(BaseCatalogConformance):
+    """The test double the handler unit tests use answers as the real stores do."""
+
+    @pytest.fixture
+    def catalog(self) -> Iterator[Catalog]:
+        store = MemoryCatalog()
         yield store
         store.close()
 
