@@ -107,8 +107,9 @@ class MemoryCatalog(Catalog):
     def dataset(self, urn: str) -> DatasetContext | None:
         if not urn.startswith(_DATASET_PREFIX):
             return None
+        # No copies needed: dataset_context only reads the aspects into immutable models.
         aspects = {
-            name: copy.deepcopy(self._versioned[(urn, name)].aspect)
+            name: self._versioned[(urn, name)].aspect
             for name in DATASET_ASPECTS
             if (urn, name) in self._versioned
         }
