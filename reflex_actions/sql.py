@@ -58,3 +58,8 @@ def indent(sql: str, spaces: int = 4) -> str:
     """Indent a multi-line SQL fragment so nested queries stay readable."""
     pad = " " * spaces
     return "\n".join(pad + line if line else line for line in sql.splitlines())
+
+
+#: How a compiled control is shown to people (lesson page, assertion logic): the snapshot file
+#: is bound at run time.
+SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")

@@ -9,9 +9,9 @@ import click
 
 from reflex_actions.backtest import BacktestReport, backtest, load_history
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
-from reflex_actions.backtest.report import render_html, render_markdown
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
 from reflex_actions.controls import load_control_spec
+from reflex_actions.report.backtest import render_html, render_markdown
 
 
 class TerminalProgress:

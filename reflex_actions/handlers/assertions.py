@@ -37,14 +37,13 @@ from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import Control, dump_control_yaml
 from reflex_actions.executor import ControlResult
 from reflex_actions.lessons.model import Lesson, Recurrence
-from reflex_actions.sql import Relation
+from reflex_actions.sql import SHOWN_RELATION
 from reflex_actions.vocabulary import display_name
 
 CONTROL_PROPERTY = "reflex.control"
 LESSON_OF_ASSERTION = "reflex.lesson"
 #: incidentInfo.customType of the incidents Reflex raises itself (incident B)
 RECURRENCE_TYPE = "REFLEX_RECURRENCE"
-SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
 
 
 def _digest(*parts: str) -> str:

@@ -72,9 +72,7 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         drafted[CONTROL_SPEC] = [control_yaml(lesson)]
     ctx.catalog.set_structured_properties(lesson_urn, drafted, actor)
     ctx.catalog.emit([lesson_term_mcp(lesson, after.title or change.urn, actor)])
-    logger.info(
-        "drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern, change.urn
-    )
+    logger.info("drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern, change.urn)
 
 
 def _link_resolved_recurrence(

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from reflex_actions import markdown
 from reflex_actions.backtest import backtest
 from reflex_actions.backtest.history import History
-from reflex_actions.backtest.metrics import BacktestReport, Scores
-from reflex_actions.backtest.report import render_markdown
 from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
@@ -16,14 +13,14 @@ from reflex_actions.handlers.lesson_store import save_lesson
 from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.report import markdown
+from reflex_actions.report.backtest import render_markdown
+from reflex_actions.report.lesson_page import proposal_report, scope_summary
 from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
-from reflex_actions.sql import Relation
+from reflex_actions.sql import SHOWN_RELATION
 from reflex_actions.vocabulary import APPROVAL, SCOPE, display_name
 
 logger = logging.getLogger(__name__)
-
-#: How the compiled SQL is shown: the snapshot file is bound at run time.
-SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
 
 
 def propose(lesson: Lesson, ctx: HandlerContext) -> None:
@@ -52,15 +49,8 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     mappings = {c.urn: c.field_mapping for c in resolution.candidates if c.field_mapping}
     scope = [lesson.source_dataset, *(c.urn for c in resolution.recommended)]
     backtest_section = _backtest_section(lesson, control, resolution, mappings, ctx)
-    lesson.report = "\n".join(
-        [
-            "#### Compiled control (DuckDB SQL)",
-            markdown.code_block(control.compile(SHOWN_RELATION).sql, "sql"),
-            "",
-            _candidates_section(resolution),
-            "",
-            backtest_section,
-        ]
+    lesson.report = proposal_report(
+        control.compile(SHOWN_RELATION).sql, resolution, backtest_section
     )
     lesson.field_mappings = mappings
     move(lesson, LessonState.PENDING_APPROVAL)
@@ -77,24 +67,6 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
         len(resolution.recommended),
         len(resolution.candidates),
     )
-
-
-def _candidates_section(resolution: Resolution) -> str:
-    lines = [
-        f"#### Similar assets (recommended at score ≥ {resolution.threshold})",
-        "",
-        "| dataset | score | recommended | why |",
-        "| --- | --- | --- | --- |",
-    ]
-    for c in resolution.candidates:
-        name, why = markdown.escape(c.name), markdown.escape(c.explanation)
-        lines.append(f"| {name} | {c.score:.2f} | {'yes' if c.recommended else 'no'} | {why} |")
-    if resolution.excluded:
-        lines += ["", "Ruled out:"]
-        lines += [
-            f"- {markdown.escape(e.name)}: {markdown.escape(e.reason)}" for e in resolution.excluded
-        ]
-    return "\n".join(lines)
 
 
 def _backtest_section(
@@ -134,21 +106,4 @@ def _backtest_section(
     scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}
     missing = [display_name(urn) for urn in scope if urn in without_history]
     note = f"\n\nNo history for: {markdown.escape(', '.join(missing))}." if missing else ""
-    return _scope_summary(report, scoped, len(set(scope))) + render_markdown(report) + note
-
-
-def _scope_summary(report: BacktestReport, scoped: set[str], scope_size: int) -> str:
-    """The figures for what approval would publish (the source and the recommended
-    candidates), from the same per-dataset rows the tables below show (which also cover the
-    near misses, for comparison); ``scoped`` names those rows' histories."""
-    outcomes = [o for o in report.per_snapshot if o.dataset in scoped]
-    datasets = [d for d in report.datasets if d.dataset in scoped]
-    scores = Scores.compute(outcomes, len(datasets), sum(d.applicable for d in datasets))
-    precision = "n/a" if scores["precision"] is None else f"{scores['precision']:.0%}"
-    recall = "n/a" if scores["recall"] is None else f"{scores['recall']:.0%}"
-    return (
-        f"**Recommended scope** ({scope_size} datasets): precision {precision}, recall {recall}, "
-        f"{scores['true_positives']} labelled failures caught, {scores['false_positives']} false "
-        f"alarms, {scores['false_negatives']} missed, {scores['not_evaluable']} snapshots not "
-        "evaluable.\n\n"
-    )
+    return scope_summary(report, scoped, len(set(scope))) + render_markdown(report) + note

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from reflex_actions.backtest import backtest, load_history
-from reflex_actions.backtest.report import render_html, render_markdown, render_timeline_svg
 from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.report.backtest import render_html, render_markdown, render_timeline_svg
 from tests.conftest import write_snapshot
 
 HOSTILE = "<script>alert('x')</script>|pipe"

@@ -8,11 +8,11 @@ import re
 import pytest
 
 from reflex_actions.backtest.metrics import BacktestReport, Scores
-from reflex_actions.backtest.report import render_markdown
-from reflex_actions.handlers.lesson_store import render_definition
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.lessons.model import Evidence, Lesson, LessonState, ProposerInfo
-from reflex_actions.markdown import code, code_block, escape
+from reflex_actions.report.backtest import render_markdown
+from reflex_actions.report.lesson_page import render_definition
+from reflex_actions.report.markdown import code, code_block, escape
 
 IMAGE = "![pixel](http://evil.example/p.png)"
 HOSTILE = [
@@ -174,7 +174,7 @@ def test_the_backtest_report_escapes_dataset_names_and_reasons() -> None:
 def test_the_similar_assets_table_shows_hostile_names_and_reasons_as_text(text: str) -> None:
     """Dataset names come from urns and reasons quote catalog metadata: one table row each,
     rendered as the text itself."""
-    from reflex_actions.handlers.proposal import _candidates_section
+    from reflex_actions.report.lesson_page import candidates_section
     from reflex_actions.similarity.models import Candidate, Exclusion, Resolution, Signal
 
     signal = Signal(name="shares_field", contribution=0.5, reason=text)
@@ -187,7 +187,7 @@ def test_the_similar_assets_table_shows_hostile_names_and_reasons_as_text(text: 
         ],
         excluded=[Exclusion(urn="urn:y", name=text, reason=text)],
     )
-    section = _candidates_section(resolution)
+    section = candidates_section(resolution)
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     assert len(rows) == 3  # header, separator, one candidate: no injected row or block
     for line in section.splitlines()[4:]:

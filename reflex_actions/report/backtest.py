@@ -1,7 +1,7 @@
 """Renderings of a backtest a steward reads: markdown for the lesson page, HTML with a timeline.
 
 Everything shown comes from the report model; text from snapshots and labels is escaped (markdown
-through :mod:`reflex_actions.markdown`, HTML through :func:`html.escape`).
+through :mod:`reflex_actions.report.markdown`, HTML through :func:`html.escape`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from reflex_actions.backtest.metrics import BacktestReport, Scores, SnapshotOutcome
-from reflex_actions.markdown import escape
+from reflex_actions.report.markdown import escape
 
 VERDICT_TEXT = {
     "true_positive": "caught (labelled failure)",

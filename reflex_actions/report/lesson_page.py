@@ -1,0 +1,142 @@
+"""The lesson page a steward reads in DataHub, and the proposal report on it (markdown).
+
+Everything from an incident, a model, a snapshot or an error goes through
+:mod:`reflex_actions.report.markdown`, so it shows as text and never renders as markup.
+"""
+
+from __future__ import annotations
+
+from reflex_actions.backtest.metrics import BacktestReport, Scores
+from reflex_actions.controls import dump_control_yaml, parse_control_spec
+from reflex_actions.lessons.model import Decision, Lesson, Recurrence
+from reflex_actions.report import markdown
+from reflex_actions.report.markdown import code, code_block, escape
+from reflex_actions.similarity import Resolution
+from reflex_actions.vocabulary import display_name
+
+
+def render_definition(lesson: Lesson, title: str) -> str:
+    """The lesson page a steward reads in DataHub (markdown). The report is Reflex's own
+    markdown, escaped where it was built."""
+    source = display_name(lesson.source_dataset or "an unknown dataset")
+    lines = [
+        f"**{escape(title)}** — state: **{lesson.state.value}**",
+        "",
+        f"Learned from incident {code(lesson.incident)} on {code(source)}.",
+        "",
+    ]
+    if lesson.error:
+        lines += [
+            f"> **Reflex could not go on:** {code(lesson.error)} — fix the cause and confirm "
+            "again to retry.",
+            "",
+        ]
+    if lesson.validation_error:
+        lines += [
+            f"> **Needs a fix before it can be confirmed:** {code(lesson.validation_error)}",
+            "",
+        ]
+    lines += [
+        "#### Root cause",
+        escape(lesson.root_cause),
+        "",
+        f"Failure pattern: {code(lesson.failure_pattern)}",
+    ]
+    proposer = lesson.proposer.name + (
+        f" ({lesson.proposer.model})" if lesson.proposer.model else ""
+    )
+    lines += [
+        f"Drafted by the {escape(proposer)} proposer, confidence {lesson.confidence:.0%}. "
+        "The draft is a proposal, not an authority: confirm or edit it.",
+    ]
+    if lesson.proposer.fallback_reason:
+        lines.append(f"The model's answer was not used: {escape(lesson.proposer.fallback_reason)}")
+    if lesson.rationale:
+        lines += ["", f"Rationale: {escape(lesson.rationale)}"]
+    if lesson.evidence:
+        lines += ["", "#### Evidence"]
+        lines += [f"- ({escape(item.source)}) “{escape(item.quote)}”" for item in lesson.evidence]
+    if lesson.control:
+        readable = dump_control_yaml(parse_control_spec(lesson.control))
+        lines += ["", "#### Control", code_block(readable, "yaml")]
+    else:
+        lines += ["", "No control proposed: set `reflex.controlSpec` to propose one."]
+    if lesson.report:
+        lines += ["", lesson.report.rstrip()]
+    if lesson.published_scope:
+        lines += ["", "#### Published on"]
+        lines += [f"- {escape(display_name(urn))}" for urn in lesson.published_scope]
+    if lesson.recurrences:
+        lines += ["", "#### Recurrences caught"]
+        lines += [_recurrence_line(r) for r in lesson.recurrences]
+    if lesson.decisions:
+        lines += ["", "#### Decisions"]
+        lines += [_decision_line(d) for d in lesson.decisions]
+    return "\n".join(lines) + "\n"
+
+
+def _decision_line(decision: Decision) -> str:
+    line = f"- {escape(decision.decision)} by {escape(decision.actor)} at {decision.at}"
+    return line + (f": {code(decision.detail)}" if decision.detail else "")
+
+
+def _recurrence_line(recurrence: Recurrence) -> str:
+    line = (
+        f"- {code(recurrence.incident)} on {escape(display_name(recurrence.dataset))} "
+        f"(snapshot {code(recurrence.snapshot)})"
+    )
+    resolved = recurrence.resolved
+    if resolved:
+        line += f", resolved by {escape(resolved.by)} at {resolved.at}"
+        if resolved.note:
+            line += f": {escape(resolved.note)}"
+    return line
+
+
+def proposal_report(compiled_sql: str, resolution: Resolution, backtest_section: str) -> str:
+    """What a steward approves on: the compiled control, the similar assets, the backtest."""
+    return "\n".join(
+        [
+            "#### Compiled control (DuckDB SQL)",
+            markdown.code_block(compiled_sql, "sql"),
+            "",
+            candidates_section(resolution),
+            "",
+            backtest_section,
+        ]
+    )
+
+
+def candidates_section(resolution: Resolution) -> str:
+    lines = [
+        f"#### Similar assets (recommended at score ≥ {resolution.threshold})",
+        "",
+        "| dataset | score | recommended | why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for c in resolution.candidates:
+        name, why = markdown.escape(c.name), markdown.escape(c.explanation)
+        lines.append(f"| {name} | {c.score:.2f} | {'yes' if c.recommended else 'no'} | {why} |")
+    if resolution.excluded:
+        lines += ["", "Ruled out:"]
+        lines += [
+            f"- {markdown.escape(e.name)}: {markdown.escape(e.reason)}" for e in resolution.excluded
+        ]
+    return "\n".join(lines)
+
+
+def scope_summary(report: BacktestReport, scoped: set[str], scope_size: int) -> str:
+    """The figures for what approval would publish (the source and the recommended
+    candidates), from the same per-dataset rows the tables below show (which also cover the
+    near misses, for comparison); ``scoped`` names those rows' histories."""
+    outcomes = [o for o in report.per_snapshot if o.dataset in scoped]
+    datasets = [d for d in report.datasets if d.dataset in scoped]
+    scores = Scores.compute(outcomes, len(datasets), sum(d.applicable for d in datasets))
+    precision = "n/a" if scores["precision"] is None else f"{scores['precision']:.0%}"
+    recall = "n/a" if scores["recall"] is None else f"{scores['recall']:.0%}"
+    return (
+        f"**Recommended scope** ({scope_size} datasets): precision {precision}, recall {recall}, "
+        f"{scores['true_positives']} labelled failures caught, {scores['false_positives']} false "
+        f"alarms, {scores['false_negatives']} missed, {scores['not_evaluable']} snapshots not "
+        "evaluable.\n\n"
+    )
