@@ -1,7 +1,7 @@
 """The control library: typed specs, strict YAML parsing, a registry of control types.
 
-Adding a control type means adding one module here that defines a :class:`Control` subclass
-decorated with :func:`register_control`; it is discovered on import of this package.
+A control type is a :class:`Control` subclass that a lesson kind names in its ``controls``;
+the known types are those of the registered kinds (``reflex_actions.kinds``).
 
 Specs come from stewards and models (the ``reflex.controlSpec`` property, drafts), so parsing is
 bounded: a spec is at most :data:`MAX_SPEC_CHARS` long, nests at most :data:`MAX_DEPTH` levels,
@@ -11,8 +11,6 @@ error is one short line.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +18,19 @@ import yaml
 from pydantic import ValidationError
 
 from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml, shorten
-from reflex_actions.controls.base import CONTROL_TYPES, Control, register_control
+from reflex_actions.controls.base import Control
 from reflex_actions.errors import ControlSpecError
 
 __all__ = [
-    "CONTROL_TYPES",
     "MAX_DEPTH",
     "MAX_SPEC_CHARS",
     "Control",
     "dump_control_line",
     "dump_control_yaml",
+    "known_controls",
     "load_control_spec",
     "parse_control_spec",
     "parse_control_yaml",
-    "register_control",
 ]
 
 #: Longest control spec accepted (characters); real specs are a few hundred.
@@ -42,10 +39,6 @@ MAX_SPEC_CHARS = 16 * 1024
 MAX_DEPTH = 16
 #: Most validation problems listed in one message.
 MAX_PROBLEMS = 5
-
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "base":
-        importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def _format_validation_error(type_name: str, error: ValidationError) -> str:
@@ -61,12 +54,11 @@ def _format_validation_error(type_name: str, error: ValidationError) -> str:
     return f"invalid {type_name!r} control: " + "; ".join(problems)
 
 
-def _load_kinds() -> None:
-    """Control types also come from lesson kinds in other packages, registered when their
-    kind loads (entry points, read once)."""
-    from reflex_actions.kinds import registered_kinds
+def known_controls() -> dict[str, type[Control]]:
+    """Control type -> its model, from the registered lesson kinds (read once)."""
+    from reflex_actions.kinds import control_classes
 
-    registered_kinds()
+    return control_classes()
 
 
 def parse_control_spec(data: Any) -> Control:
@@ -76,16 +68,15 @@ def parse_control_spec(data: Any) -> Control:
             f"a control spec must be a mapping with a 'type' key, got {type(data).__name__}"
         )
     type_name = data.get("type")
-    _load_kinds()
+    known = known_controls()
     if type_name is None:
         raise ControlSpecError(
-            f"control spec has no 'type'; known types: {', '.join(sorted(CONTROL_TYPES))}"
+            f"control spec has no 'type'; known types: {', '.join(sorted(known))}"
         )
-    control_cls = CONTROL_TYPES.get(type_name) if isinstance(type_name, str) else None
+    control_cls = known.get(type_name) if isinstance(type_name, str) else None
     if control_cls is None:
         raise ControlSpecError(
-            f"unknown control type {excerpt(type_name)}; "
-            f"known types: {', '.join(sorted(CONTROL_TYPES))}"
+            f"unknown control type {excerpt(type_name)}; known types: {', '.join(sorted(known))}"
         )
     try:
         return control_cls.model_validate(data)

@@ -19,7 +19,6 @@ from reflex_actions.controls.base import (
     MAX_LIST_ITEMS,
     Control,
     count_field,
-    register_control,
     validate_column_name,
 )
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
@@ -46,7 +45,6 @@ class OwnershipColumns(BaseModel):
         return validate_column_name(value)
 
 
-@register_control
 class ActiveOwnershipControl(Control):
     type: Literal["active_ownership"] = "active_ownership"
     min_active_owners: int = count_field(default=1, ge=1, le=MAX_OWNERS)

@@ -84,17 +84,3 @@ class Control(BaseModel, ABC):
     @abstractmethod
     def describe(self) -> str:
         """One line a steward reads, e.g. ``transaction_id is unique``."""
-
-
-CONTROL_TYPES: dict[str, type[Control]] = {}
-
-
-def register_control(cls: type[Control]) -> type[Control]:
-    """Register a control type under the literal value of its ``type`` field."""
-    type_name = cls.model_fields["type"].default
-    if not isinstance(type_name, str):
-        raise TypeError(f"{cls.__name__}.type needs a string default naming the control type")
-    if type_name in CONTROL_TYPES and CONTROL_TYPES[type_name] is not cls:
-        raise TypeError(f"control type {type_name!r} is registered twice")
-    CONTROL_TYPES[type_name] = cls
-    return cls

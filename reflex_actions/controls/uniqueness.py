@@ -15,13 +15,11 @@ from reflex_actions.controls.base import (
     MAX_LIST_ITEMS,
     Control,
     count_field,
-    register_control,
     validate_column_name,
 )
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 
 
-@register_control
 class UniquenessControl(Control):
     type: Literal["uniqueness"] = "uniqueness"
     field: str | None = None

@@ -15,6 +15,7 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.patterns import UNKNOWN_PATTERN
 
 if TYPE_CHECKING:
+    from reflex_actions.controls import Control
     from reflex_actions.kinds.base import LessonKind, Trigger
 
 ENTRY_POINT_GROUP = "reflex_actions.kinds"
@@ -52,6 +53,15 @@ def registered_kinds() -> tuple[LessonKind, ...]:
             owners[control_type] = kind.pattern
         kinds[kind.pattern] = kind
     return tuple(kinds[pattern] for pattern in sorted(kinds))
+
+
+def control_classes() -> dict[str, type[Control]]:
+    """Every control type the registered kinds bring: a control is known through its kind."""
+    return {
+        control_type: control
+        for kind in registered_kinds()
+        for control_type, control in zip(kind.control_types(), kind.controls, strict=True)
+    }
 
 
 def kind_for_pattern(pattern: str) -> LessonKind:

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 import tests.conformance
-from reflex_actions.controls import CONTROL_TYPES, parse_control_spec, parse_control_yaml
+from reflex_actions.controls import known_controls, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
 from reflex_actions.kinds import registered_kinds
@@ -37,7 +37,7 @@ def test_rejects_unknown_type_naming_it_and_the_known_ones() -> None:
         parse_control_yaml("type: freshness\nmax_age: 1d\n")
     message = str(raised.value)
     assert "'freshness'" in message
-    assert all(name in message for name in CONTROL_TYPES)
+    assert all(name in message for name in known_controls())
 
 
 @pytest.mark.parametrize(

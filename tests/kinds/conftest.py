@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from reflex_actions.controls import CONTROL_TYPES
 from reflex_actions.kinds import ENTRY_POINT_GROUP, registered_kinds
 
 DISTRIBUTION = "reflex_test_kinds-0.0.dist-info"
@@ -19,20 +18,17 @@ MODULE = "tests.plugin_kinds.empty_table"
 @pytest.fixture
 def plugin_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The empty-table kind registered through the entry point group, for the test that asks;
-    afterwards the registry (kinds and the control types they brought) is as it was."""
+    afterwards the registry (its kinds, and so their control types) is as it was."""
     site = tmp_path_factory.mktemp("site-packages")
     info = site / DISTRIBUTION
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: reflex-test-kinds\nVersion: 0.0\n")
     (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{ENTRY_POINT}\n")
-    control_types = dict(CONTROL_TYPES)
     sys.path.insert(0, str(site))
     registered_kinds.cache_clear()
     try:
         yield
     finally:
         sys.path.remove(str(site))
-        sys.modules.pop(MODULE, None)  # so a later install registers its control again
-        CONTROL_TYPES.clear()
-        CONTROL_TYPES.update(control_types)
+        sys.modules.pop(MODULE, None)
         registered_kinds.cache_clear()

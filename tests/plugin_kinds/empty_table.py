@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from reflex_actions.backtest import backtest
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.controls import Control, register_control
+from reflex_actions.controls import Control
 from reflex_actions.controls.base import count_field
 from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
@@ -33,7 +33,6 @@ EMPTY_WORDS = re.compile(
 LINEAGE_WEIGHT, DOMAIN_WEIGHT, PLATFORM_WEIGHT = 0.4, 0.2, 0.05
 
 
-@register_control
 class RowCountMinControl(Control):
     """A snapshot holds at least ``min_rows`` rows; each missing row is one violation."""
 
