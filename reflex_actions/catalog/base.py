@@ -12,9 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.metadata.schema_classes import CorpUserStatusClass, IncidentInfoClass, _Aspect
+from datahub.metadata.schema_classes import (
+    CorpUserStatusClass,
+    GroupMembershipClass,
+    IncidentInfoClass,
+    OwnershipClass,
+    _Aspect,
+)
 
-from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.catalog.models import DatasetContext, IncidentContext, OwnerInfo
 from reflex_actions.catalog.translate import incident_context
 from reflex_actions.errors import ReflexError
 
@@ -70,6 +76,20 @@ class Catalog(ABC):
     def aspect_writer(self, urn: str, aspect_class: type[AspectT]) -> str | None:
         """Who wrote the current value of an aspect, or None when it is absent or the store
         does not say (e.g. ingestion that records no actor)."""
+
+    def owners_of(self, urn: str) -> list[OwnerInfo]:
+        """The owners of any entity (a dataset, a domain), with their ownership types."""
+        ownership = self.get_aspect(urn, OwnershipClass)
+        return (
+            [OwnerInfo(owner=o.owner, ownership_type=str(o.type)) for o in ownership.owners]
+            if (ownership)
+            else []
+        )
+
+    def groups_of(self, user: str) -> list[str]:
+        """The groups a user belongs to (``groupMembership``, e.g. from an identity provider)."""
+        membership = self.get_aspect(user, GroupMembershipClass)
+        return list(membership.groups) if membership else []
 
     @abstractmethod
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:

@@ -1,5 +1,6 @@
-"""An owner left: check the ownership controls of the datasets they owned, propose a new owner,
-and apply it only once a steward approves (on the dataset's structured properties)."""
+"""A user left: evaluate the controls of kinds triggered by a user's status on the datasets
+they owned; raise incident B with the kind's proposed owner change, applied only once a steward
+approves it (on the dataset's structured properties)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ import logging
 from datahub.metadata.schema_classes import (
     AssertionInfoClass,
     CorpUserStatusClass,
-    GroupMembershipClass,
-    OwnershipClass,
 )
 
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import parse_control_yaml
-from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwnershipControl
 from reflex_actions.executor import ControlResult, run_control_on_rows
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
@@ -29,72 +27,14 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, save_lesson
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
-from reflex_actions.kinds import triggered_by
-from reflex_actions.kinds.base import Trigger
+from reflex_actions.kinds import kind_for_control
+from reflex_actions.kinds.base import OwnerChange, Trigger
 from reflex_actions.lessons.model import Lesson, OwnershipProposal
 from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
 
 logger = logging.getLogger(__name__)
 
 SUSPENDED = "SUSPENDED"
-
-
-def _status(owner: str, ctx: HandlerContext) -> str | None:
-    """Groups do not leave: a corpGroup owner counts as active."""
-    if owner.startswith("urn:li:corpGroup:"):
-        return ACTIVE_STATUS
-    return ctx.catalog.user_status(owner)
-
-
-def ownership_edges(
-    dataset: DatasetContext, control: ActiveOwnershipControl, ctx: HandlerContext
-) -> list[dict[str, str | None]]:
-    """The dataset's ownership now, in the control's ownership-snapshot shape."""
-    c = control.columns
-    edges = [
-        {
-            c.dataset: dataset.urn,
-            c.owner: o.owner,
-            c.ownership_type: o.ownership_type,
-            c.owner_status: _status(o.owner, ctx),
-        }
-        for o in dataset.owners
-    ]
-    return edges or [
-        {c.dataset: dataset.urn, c.owner: None, c.ownership_type: None, c.owner_status: None}
-    ]
-
-
-def propose_owner(
-    dataset: DatasetContext, departed: str, control: ActiveOwnershipControl, ctx: HandlerContext
-) -> tuple[str, str] | None:
-    """A replacement owner and the reason: an active owner of the dataset's domain, else the
-    departed user's team, else another active owner of the dataset itself."""
-    wanted = set(control.owner_types or [])
-    if dataset.domain:
-        domain_owners = ctx.catalog.get_aspect(dataset.domain, OwnershipClass)
-        ranked = sorted(
-            (o for o in (domain_owners.owners if domain_owners else []) if o.owner != departed),
-            key=lambda o: str(o.type) not in wanted,
-        )
-        for owner in ranked:
-            if _status(owner.owner, ctx) == ACTIVE_STATUS:
-                return (
-                    owner.owner,
-                    f"{display_name(owner.owner)} is an active {owner.type} "
-                    f"of domain {display_name(dataset.domain)}",
-                )
-    membership = ctx.catalog.get_aspect(departed, GroupMembershipClass)
-    if membership and membership.groups:
-        group = membership.groups[0]
-        return group, f"{display_name(group)} is the team {display_name(departed)} belonged to"
-    for owner in dataset.owners:
-        if owner.owner != departed and _status(owner.owner, ctx) == ACTIVE_STATUS:
-            return (
-                owner.owner,
-                f"{display_name(owner.owner)} already owns it as {owner.ownership_type}",
-            )
-    return None
 
 
 def on_user_status(change: AspectChange, ctx: HandlerContext) -> None:
@@ -116,39 +56,39 @@ def _check_dataset(
     if info is None or dataset is None or CONTROL_PROPERTY not in (info.customProperties or {}):
         return
     control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
-    if not triggered_by(control.type, Trigger.USER_STATUS) or already_ran(
-        ctx.catalog, assertion, change.time_ms
-    ):
+    kind = kind_for_control(control.type)
+    if kind is None or Trigger.USER_STATUS not in kind.triggers:
         return
-    if not isinstance(control, ActiveOwnershipControl):  # the only user-status control so far
+    if already_ran(ctx.catalog, assertion, change.time_ms):
         return
     snapshot_id = f"{display_name(change.urn)}-suspended-{change.time_ms}"
-    result = run_control_on_rows(control, ownership_edges(dataset, control, ctx), snapshot_id)
+    rows = kind.rows_on_user_status(control, dataset, ctx.catalog)
+    result = run_control_on_rows(control, rows, snapshot_id)
     actor = ctx.config.service_actor
     if not result.passed:
-        _raise_orphaned(lesson, assertion, dataset, control, snapshot_id, result, change, ctx)
+        remedy = kind.owner_change(control, dataset, change.urn, ctx.catalog)
+        _raise_recurrence(lesson, assertion, dataset, remedy, snapshot_id, result, change, ctx)
     # The run event goes last: it marks this departure as handled (see already_ran).
     run = run_event_mcp(assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor)
     ctx.catalog.emit([run])
 
 
-def _raise_orphaned(
+def _raise_recurrence(
     lesson: Lesson,
     assertion: str,
     dataset: DatasetContext,
-    control: ActiveOwnershipControl,
+    remedy: OwnerChange | None,
     snapshot_id: str,
     result: ControlResult,
     change: AspectChange,
     ctx: HandlerContext,
 ) -> None:
-    """Incident B and a replacement-owner proposal waiting for a steward's approval."""
+    """Incident B, and the kind's replacement-owner proposal waiting for a steward's approval."""
     actor = ctx.config.service_actor
-    proposal = propose_owner(dataset, change.urn, control, ctx)
     note = f"{display_name(change.urn)} was suspended."
-    if proposal:
+    if remedy:
         note += (
-            f" Proposed replacement owner: {proposal[0]} ({proposal[1]}); it is applied only "
+            f" Proposed replacement owner: {remedy.owner} ({remedy.reason}); it is applied only "
             "once a steward sets reflex.ownershipChangeApproval to APPROVED."
         )
     incident = record_recurrence(
@@ -163,20 +103,17 @@ def _raise_orphaned(
         actor,
         note,
     )
-    if proposal and dataset.urn not in lesson.ownership_proposals:
+    if remedy and dataset.urn not in lesson.ownership_proposals:
         ctx.catalog.set_structured_properties(
             dataset.urn,
-            {PROPOSED_OWNER: [proposal[0]], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
+            {PROPOSED_OWNER: [remedy.owner], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
             actor,
         )
         lesson.ownership_proposals[dataset.urn] = OwnershipProposal(
-            owner=proposal[0],
-            type=(control.owner_types or ["TECHNICAL_OWNER"])[0],
-            reason=proposal[1],
-            incident=incident,
+            owner=remedy.owner, type=remedy.ownership_type, reason=remedy.reason, incident=incident
         )
     save_lesson(ctx.catalog, lesson, actor)
-    logger.info("incident %s: %s orphaned by %s", incident, dataset.name, change.urn)
+    logger.info("incident %s: %s, after %s left", incident, dataset.name, change.urn)
 
 
 def pending_ownership_lesson(dataset_urn: str, ctx: HandlerContext) -> Lesson | None:

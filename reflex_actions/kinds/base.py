@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.controls import Control
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
@@ -24,6 +25,23 @@ from reflex_actions.similarity.schema_signals import matched_fields, schema_sign
 
 #: a user urn -> its corpUserStatus.status, or None when unknown
 StatusOf = Callable[[str], str | None]
+
+
+class MetadataReader(Protocol):
+    """The catalog reads a kind evaluated on metadata (not landed rows) may make."""
+
+    def user_status(self, urn: str) -> str | None: ...
+    def owners_of(self, urn: str) -> list[OwnerInfo]: ...
+    def groups_of(self, user: str) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class OwnerChange:
+    """A replacement owner a kind proposes after a failure, and why; a steward approves it."""
+
+    owner: str
+    ownership_type: str
+    reason: str
 
 
 class Trigger(str, Enum):
@@ -104,6 +122,19 @@ class LessonKind(ABC):
 
     def not_yet_covered_weight(self, config: SimilarityConfig) -> float:
         return config.schema_weights.not_yet_covered
+
+    # --- evaluation on a user's status (Trigger.USER_STATUS) -------------------------------------
+    def rows_on_user_status(
+        self, control: Control, dataset: DatasetContext, reader: MetadataReader
+    ) -> list[dict[str, Any]]:
+        """The rows its control is run on for ``dataset`` when an owner's status changes."""
+        raise NotImplementedError(f"{self.pattern} is not evaluated on a user's status")
+
+    def owner_change(
+        self, control: Control, dataset: DatasetContext, departed: str, reader: MetadataReader
+    ) -> OwnerChange | None:
+        """A replacement owner to propose when its control fails on a departure, if any."""
+        return None
 
 
 def _type_of(control: type[Control]) -> str:

@@ -9,11 +9,13 @@ being orphaned next (owners left, shared owners, domain), not by schema.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls import Control
 from reflex_actions.controls.active_ownership import ACTIVE_STATUS, ActiveOwnershipControl
 from reflex_actions.errors import ReflexError
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LessonKind, MetadataReader, OwnerChange, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes
@@ -104,9 +106,7 @@ class OrphanedOwnershipKind(LessonKind):
         status_of: StatusOf,
         config: SimilarityConfig,
     ) -> tuple[list[Signal], dict[str, str]]:
-        control = query.control
-        if not isinstance(control, ActiveOwnershipControl):
-            raise ReflexError(f"{self.pattern} ranks candidates for active_ownership controls")
+        control = _ownership_control(query.control)
         return (
             ownership_signals(source, candidate, control, query.departed_users, status_of, config),
             {},
@@ -114,6 +114,65 @@ class OrphanedOwnershipKind(LessonKind):
 
     def not_yet_covered_weight(self, config: SimilarityConfig) -> float:
         return config.ownership_weights.not_yet_covered
+
+    def rows_on_user_status(
+        self, control: Control, dataset: DatasetContext, reader: MetadataReader
+    ) -> list[dict[str, Any]]:
+        """The dataset's ownership now, in the control's ownership-snapshot shape."""
+        c = _ownership_control(control).columns
+        edges = [
+            {
+                c.dataset: dataset.urn,
+                c.owner: o.owner,
+                c.ownership_type: o.ownership_type,
+                c.owner_status: _status(o.owner, reader),
+            }
+            for o in dataset.owners
+        ]
+        return edges or [
+            {c.dataset: dataset.urn, c.owner: None, c.ownership_type: None, c.owner_status: None}
+        ]
+
+    def owner_change(
+        self, control: Control, dataset: DatasetContext, departed: str, reader: MetadataReader
+    ) -> OwnerChange | None:
+        """An active owner of the dataset's domain, else the departed user's team, else another
+        active owner of the dataset itself."""
+        owner_types = _ownership_control(control).owner_types or ["TECHNICAL_OWNER"]
+        kind = owner_types[0]
+        if dataset.domain:
+            ranked = sorted(
+                (o for o in reader.owners_of(dataset.domain) if o.owner != departed),
+                key=lambda o: o.ownership_type not in owner_types,
+            )
+            for owner in ranked:
+                if _status(owner.owner, reader) == ACTIVE_STATUS:
+                    return OwnerChange(
+                        owner.owner,
+                        kind,
+                        f"{display_name(owner.owner)} is an active {owner.ownership_type} "
+                        f"of domain {display_name(dataset.domain)}",
+                    )
+        groups = reader.groups_of(departed)
+        if groups:
+            reason = f"{display_name(groups[0])} is the team {display_name(departed)} belonged to"
+            return OwnerChange(groups[0], kind, reason)
+        for owner in dataset.owners:
+            if owner.owner != departed and _status(owner.owner, reader) == ACTIVE_STATUS:
+                reason = f"{display_name(owner.owner)} already owns it as {owner.ownership_type}"
+                return OwnerChange(owner.owner, kind, reason)
+        return None
+
+
+def _ownership_control(control: Control) -> ActiveOwnershipControl:
+    if not isinstance(control, ActiveOwnershipControl):
+        raise ReflexError(f"{ORPHANED_OWNERSHIP} evaluates active_ownership controls")
+    return control
+
+
+def _status(owner: str, reader: MetadataReader) -> str | None:
+    """Groups do not leave: a corpGroup owner counts as active."""
+    return ACTIVE_STATUS if owner.startswith("urn:li:corpGroup:") else reader.user_status(owner)
 
 
 def _departed_users(text: IncidentText, facts: IncidentFacts) -> list[str]:
