@@ -16,7 +16,7 @@ from reflex_actions.catalog.registry import open_store
 from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
-from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
 from reflex_actions.handlers.incident_resolved import on_incident_change
 from reflex_actions.handlers.ownership import on_user_status
@@ -67,9 +67,8 @@ class ReflexAction(Action):
             self.report.record_dropped()
             return
         route, writes_before = route_name(*key), self.writes.writes
-        self.context.refusals.clear()
         try:
-            handler(AspectChange.from_mcl(mcl), self.context)  # type: ignore[arg-type]
+            decide_and_apply(handler, AspectChange.from_mcl(mcl), self.context)  # type: ignore[arg-type]
         except CatalogError as error:
             self.report.record(route, wrote=False, error=error)
             raise  # the store is unreachable or broken: let the pipeline retry or dead-letter

@@ -41,8 +41,11 @@ def _stamp(actor: str) -> AuditStampClass:
     return AuditStampClass(time=int(time.time() * 1000), actor=actor)
 
 
-def resolve_incident(catalog: Catalog, incident_urn: str, note: str, actor: str) -> None:
-    """``updateIncidentStatus(state: RESOLVED, message)``: only the status changes."""
+def resolved_incident(
+    catalog: Catalog, incident_urn: str, note: str, actor: str
+) -> MetadataChangeProposalWrapper:
+    """``updateIncidentStatus(state: RESOLVED, message)`` as the aspect it writes: only the
+    status changes."""
     info = catalog.get_aspect(incident_urn, IncidentInfoClass)
     if info is None:
         raise CatalogError(f"no incident {incident_urn}")
@@ -52,7 +55,12 @@ def resolve_incident(catalog: Catalog, incident_urn: str, note: str, actor: str)
         message=note,
         lastUpdated=_stamp(actor),
     )
-    catalog.emit([acting_as(actor, incident_urn, info)])
+    return acting_as(actor, incident_urn, info)
+
+
+def resolve_incident(catalog: Catalog, incident_urn: str, note: str, actor: str) -> None:
+    """What a steward resolving an incident in the UI writes."""
+    catalog.emit([resolved_incident(catalog, incident_urn, note, actor)])
 
 
 def merge_structured_properties(

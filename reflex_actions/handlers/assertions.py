@@ -36,6 +36,7 @@ from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import Control, dump_control_yaml
 from reflex_actions.executor import ControlResult
+from reflex_actions.handlers.directives import Outbox
 from reflex_actions.lessons.model import Lesson, Recurrence
 from reflex_actions.sql import SHOWN_RELATION
 from reflex_actions.vocabulary import display_name
@@ -135,6 +136,7 @@ def run_event_mcp(
 
 def record_recurrence(
     catalog: Catalog,
+    out: Outbox,
     lesson: Lesson,
     lesson_title: str,
     assertion: str,
@@ -145,7 +147,7 @@ def record_recurrence(
     actor: str,
     extra: str = "",
 ) -> str:
-    """Raise incident B (the lesson's control caught the failure again, on this dataset) unless
+    """Decide incident B (the lesson's control caught the failure again, on this dataset) unless
     it exists, and note it on the lesson unless noted; the caller saves the lesson. Safe to
     repeat after a crash at any point."""
     incident = recurrence_incident_urn(assertion, snapshot_id)
@@ -173,7 +175,7 @@ def record_recurrence(
             startedAt=timestamp_ms,
             created=stamp,
         )
-        catalog.emit([acting_as(actor, incident, info)])
+        out.emit(acting_as(actor, incident, info))
     if not any(r.incident == incident for r in lesson.recurrences):
         lesson.recurrences.append(
             Recurrence(

@@ -18,7 +18,11 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.backtest.history import History, HistoryError, load_history
 from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.config import ReflexConfig
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.directives import Outbox, apply
+from reflex_actions.handlers.lesson_store import load_lesson
 from reflex_actions.lessons.drafting import Proposer, make_proposer
+from reflex_actions.lessons.model import Lesson
 from reflex_actions.vocabulary import dataset_platform, display_name
 
 logger = logging.getLogger(__name__)
@@ -31,10 +35,17 @@ class HandlerContext:
     clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     #: the reasons of the decisions refused while handling the current event (for the report)
     refusals: list[str] = field(default_factory=list)
+    #: what the current event's decision will write (applied once the handler returns)
+    out: Outbox = field(default_factory=Outbox)
 
     @cached_property
     def proposer(self) -> Proposer:
         return make_proposer(self.config.llm)
+
+    def lesson(self, urn: str) -> Lesson | None:
+        """The lesson on this term as the current decision sees it: its own pending save, else
+        the store's."""
+        return self.out.pending_lesson(urn) or load_lesson(self.catalog, urn)
 
     def history_folder(self, dataset_urn: str) -> Path | None:
         """The one mapping from a dataset urn to its history folder (``histories.folder``);
@@ -119,3 +130,16 @@ class HandlerContext:
             )
             return None
         return aspect
+
+
+def decide_and_apply(
+    handler: Callable[[AspectChange, HandlerContext], None],
+    change: AspectChange,
+    ctx: HandlerContext,
+) -> None:
+    """What the router does with one event: the handler decides (reads, records directives),
+    then the applier writes the whole decision; a failed decision writes nothing."""
+    ctx.out = Outbox()
+    ctx.refusals.clear()
+    handler(change, ctx)
+    apply(ctx.out.directives, ctx.catalog, ctx.config.service_actor)

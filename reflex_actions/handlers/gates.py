@@ -16,7 +16,6 @@ from reflex_actions.catalog.base import CatalogError
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import load_lesson, save_lesson
 from reflex_actions.handlers.ownership import on_ownership_decision, pending_ownership_lesson
 from reflex_actions.handlers.publish import on_approval_rejected, on_approved
 from reflex_actions.handlers.root_cause import on_root_cause_confirmed, on_root_cause_rejected
@@ -52,7 +51,7 @@ LESSON_DECISIONS = (
 
 
 def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
-    lesson = load_lesson(ctx.catalog, change.urn)
+    lesson = ctx.lesson(change.urn)
     if lesson is None:
         return
     if ctx.is_own(change.actor) and change.property_values(APPROVAL) == ["PENDING"]:
@@ -65,13 +64,15 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
             continue
         reason = ctx.refusal(change.actor, lesson.urn)
         if reason is None:
+            mark, before = ctx.out.mark(), lesson.model_copy(deep=True)
             try:
                 reason = decision.handle(lesson, change, ctx)
             except CatalogError:
                 raise  # the store: retried by the pipeline
             except ReflexError as error:
                 reason = f"it could not be carried out: {error}"
-                lesson = load_lesson(ctx.catalog, change.urn) or lesson  # drop half-made changes
+                ctx.out.rollback(mark)  # nothing of the failed decision is written
+                lesson = before
         if reason:
             restore = lesson.gate_values.get(decision.property_urn)
             _refuse(lesson, change, decision.property_urn, decision.name, reason, ctx, restore)
@@ -82,7 +83,7 @@ def _open_approval(lesson: Lesson, ctx: HandlerContext) -> None:
     decides on a report that exists. Approvals earlier in the log are refused."""
     if lesson.state is LessonState.PENDING_APPROVAL and not lesson.approval_open:
         lesson.approval_open = True
-        save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+        ctx.out.save_lesson(lesson)
         logger.info("lesson %s: open for approval", lesson.urn)
 
 
@@ -102,10 +103,9 @@ def _refuse(
         return
     logger.warning("lesson %s: %s by %s refused: %s", lesson.urn, name, change.actor, reason)
     ctx.refusals.append(reason)
-    actor = ctx.config.service_actor
     if restore is not None and change.property_values(property_urn) != [restore]:
-        ctx.catalog.set_structured_properties(change.urn, {property_urn: [restore]}, actor)
-    save_lesson(ctx.catalog, lesson, actor)
+        ctx.out.set_properties(change.urn, {property_urn: [restore]})
+    ctx.out.save_lesson(lesson)
 
 
 def on_dataset_properties(change: AspectChange, ctx: HandlerContext) -> None:

@@ -17,8 +17,6 @@ from reflex_actions.handlers.lesson_store import (
     control_yaml,
     lesson_term_mcp,
     lesson_urn_for,
-    load_lesson,
-    save_lesson,
 )
 from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts
@@ -43,7 +41,7 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         _link_resolved_recurrence(change, after, ctx)
         return
     lesson_urn = lesson_urn_for(change.urn)
-    if load_lesson(ctx.catalog, lesson_urn) is not None:
+    if ctx.lesson(lesson_urn) is not None:
         logger.info("lesson %s already drafted for %s; nothing to do", lesson_urn, change.urn)
         return
     datasets = [urn for urn in after.entities if urn.startswith("urn:li:dataset:")]
@@ -70,8 +68,8 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
     }
     if lesson.control:
         drafted[CONTROL_SPEC] = [control_yaml(lesson)]
-    ctx.catalog.set_structured_properties(lesson_urn, drafted, actor)
-    ctx.catalog.emit([lesson_term_mcp(lesson, after.title or change.urn, actor)])
+    ctx.out.set_properties(lesson_urn, drafted)
+    ctx.out.emit(lesson_term_mcp(lesson, after.title or change.urn, actor))
     logger.info("drafted lesson %s (%s) from %s", lesson_urn, lesson.failure_pattern, change.urn)
 
 
@@ -85,7 +83,7 @@ def _link_resolved_recurrence(
         else None
     )
     lesson_urn = (assertion.customProperties or {}).get(LESSON_OF_ASSERTION) if assertion else None
-    lesson = load_lesson(ctx.catalog, lesson_urn) if lesson_urn else None
+    lesson = ctx.lesson(lesson_urn) if lesson_urn else None
     listed = [r for r in lesson.recurrences if r.incident == change.urn] if lesson else []
     if lesson is None or not listed:
         logger.warning(
@@ -101,5 +99,5 @@ def _link_resolved_recurrence(
     if recurrence.resolved == resolution:
         return  # redelivered
     recurrence.resolved = resolution
-    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    ctx.out.save_lesson(lesson)
     logger.info("lesson %s: recurrence %s resolved by %s", lesson.urn, change.urn, change.actor)

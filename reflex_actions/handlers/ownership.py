@@ -12,7 +12,7 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.catalog.steward import resolve_incident
+from reflex_actions.catalog.steward import resolved_incident
 from reflex_actions.controls import parse_control_yaml
 from reflex_actions.executor import ControlResult, run_control_on_rows
 from reflex_actions.handlers.assertions import (
@@ -24,7 +24,7 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson
+from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
 from reflex_actions.kinds import kind_for_control
@@ -70,7 +70,7 @@ def _check_dataset(
         _raise_recurrence(lesson, assertion, dataset, remedy, snapshot_id, result, change, ctx)
     # The run event goes last: it marks this departure as handled (see already_ran).
     run = run_event_mcp(assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor)
-    ctx.catalog.emit([run])
+    ctx.out.emit(run)
 
 
 def _raise_recurrence(
@@ -93,6 +93,7 @@ def _raise_recurrence(
         )
     incident = record_recurrence(
         ctx.catalog,
+        ctx.out,
         lesson,
         lesson_title(lesson, ctx),
         assertion,
@@ -104,15 +105,13 @@ def _raise_recurrence(
         note,
     )
     if remedy and dataset.urn not in lesson.ownership_proposals:
-        ctx.catalog.set_structured_properties(
-            dataset.urn,
-            {PROPOSED_OWNER: [remedy.owner], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
-            actor,
+        ctx.out.set_properties(
+            dataset.urn, {PROPOSED_OWNER: [remedy.owner], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]}
         )
         lesson.ownership_proposals[dataset.urn] = OwnershipProposal(
             owner=remedy.owner, type=remedy.ownership_type, reason=remedy.reason, incident=incident
         )
-    save_lesson(ctx.catalog, lesson, actor)
+    ctx.out.save_lesson(lesson)
     logger.info("incident %s: %s, after %s left", incident, dataset.name, change.urn)
 
 
@@ -136,22 +135,18 @@ def on_ownership_decision(
             return "reflex.proposedOwner in the approved values is " + (
                 f"not a user or group urn ({owner[:200]!r})" if owner else "empty"
             )
-        ctx.catalog.add_owner(change.urn, owner, proposal.type, actor)
+        ctx.out.add_owner(change.urn, owner, proposal.type)
         detail = (
             f"{owner} added as {proposal.type} of {display_name(change.urn)} ({proposal.reason})"
         )
-        resolve_incident(
-            ctx.catalog,
-            proposal.incident,
-            f"Ownership change approved by {change.actor}: {detail}.",
-            actor,
-        )
+        note = f"Ownership change approved by {change.actor}: {detail}."
+        ctx.out.emit(resolved_incident(ctx.catalog, proposal.incident, note, actor))
     else:
         detail = f"proposed owner {owner or proposal.owner} for {display_name(change.urn)} "
         detail += "rejected"
     del lesson.ownership_proposals[change.urn]
     decision = "ownership change " + ("approved" if approved else "rejected")
     lesson.record_decision(decision, change.actor, change.time_ms, detail)
-    save_lesson(ctx.catalog, lesson, actor)
+    ctx.out.save_lesson(lesson)
     logger.info("lesson %s: %s", lesson.urn, detail)
     return None

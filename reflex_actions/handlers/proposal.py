@@ -9,7 +9,6 @@ from reflex_actions.backtest.history import History
 from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import save_lesson
 from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import Lesson, LessonState
@@ -56,11 +55,8 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     move(lesson, LessonState.PENDING_APPROVAL)
     lesson.gate_values[APPROVAL] = "PENDING"
     lesson.approval_open = False  # until Reflex's PENDING below reaches the event log
-    actor = ctx.config.service_actor
-    save_lesson(ctx.catalog, lesson, actor)
-    ctx.catalog.set_structured_properties(
-        lesson.urn, {APPROVAL: ["PENDING"], SCOPE: list(dict.fromkeys(scope))}, actor
-    )
+    ctx.out.save_lesson(lesson)
+    ctx.out.set_properties(lesson.urn, {APPROVAL: ["PENDING"], SCOPE: list(dict.fromkeys(scope))})
     logger.info(
         "lesson %s: %d recommended of %d candidates; approval PENDING",
         lesson.urn,

@@ -12,7 +12,7 @@ from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.assertions import assertion_mcp
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson, structured_values
+from reflex_actions.handlers.lesson_store import as_text, structured_values
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
@@ -84,7 +84,7 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     if lesson.publish_skipped:
         detail += "; not published: " + "; ".join(lesson.publish_skipped)
     lesson.record_decision("scope approved", change.actor, change.time_ms, detail)
-    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    ctx.out.save_lesson(lesson)
     logger.info("lesson %s published (%s)", lesson.urn, detail)
     return None
 
@@ -129,10 +129,10 @@ def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
         if isinstance(control, str):
             skipped.append(control)
             continue
-        ctx.catalog.emit([assertion_mcp(lesson, urn, control, actor)])
+        ctx.out.emit(assertion_mcp(lesson, urn, control, actor))
         covered = [str(v) for v in structured_values(ctx.catalog, urn, COVERAGE)]
         if lesson.urn not in covered:
-            ctx.catalog.set_structured_properties(urn, {COVERAGE: [*covered, lesson.urn]}, actor)
+            ctx.out.set_properties(urn, {COVERAGE: [*covered, lesson.urn]})
         published.append(urn)
     lesson.published_scope = published
     lesson.publish_skipped = skipped
@@ -144,4 +144,4 @@ def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerConte
     move(lesson, LessonState.REJECTED)
     lesson.gate_values[APPROVAL] = "REJECTED"
     lesson.record_decision("scope rejected", change.actor, change.time_ms)
-    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    ctx.out.save_lesson(lesson)

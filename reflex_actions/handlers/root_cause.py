@@ -13,7 +13,7 @@ from reflex_actions.controls import dump_control_yaml, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, save_lesson
+from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.lessons.lifecycle import awaits_confirmation, can_move, move
@@ -77,7 +77,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
     lesson.record_decision(
         "root cause confirmed", change.actor, change.time_ms, dump_control_yaml(control).strip()
     )
-    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    ctx.out.save_lesson(lesson)
     return None
 
 
@@ -107,5 +107,5 @@ def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerCon
     move(lesson, LessonState.REJECTED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "REJECTED"
     lesson.record_decision("lesson rejected", change.actor, change.time_ms)
-    save_lesson(ctx.catalog, lesson, ctx.config.service_actor)
+    ctx.out.save_lesson(lesson)
     logger.info("lesson %s rejected by %s; nothing will be published", lesson.urn, change.actor)

@@ -20,7 +20,7 @@ from reflex_actions.handlers.assertions import (
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.landing import DEFAULT_PARTITION, SnapshotRefused, locate_snapshot
-from reflex_actions.handlers.lesson_store import load_lesson, save_lesson, structured_values
+from reflex_actions.handlers.lesson_store import structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
@@ -38,7 +38,7 @@ def published_lessons(
     so replaying an old event never runs a control published after it."""
     lessons = []
     for urn in structured_values(ctx.catalog, dataset_urn, COVERAGE):
-        lesson = load_lesson(ctx.catalog, str(urn))
+        lesson = ctx.lesson(str(urn))
         if (
             lesson
             and lesson.state is LessonState.PUBLISHED
@@ -104,6 +104,7 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
         if result is not None and not result.passed:
             incident = record_recurrence(
                 ctx.catalog,
+                ctx.out,
                 lesson,
                 lesson_title(lesson, ctx),
                 assertion,
@@ -113,10 +114,10 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
                 operation.timestampMillis,
                 actor,
             )
-            save_lesson(ctx.catalog, lesson, actor)
+            ctx.out.save_lesson(lesson)
             logger.info("incident %s raised on %s (lesson %s)", incident, change.urn, lesson.urn)
         # The run event goes last: it marks this landing as handled (see already_ran).
         run = run_event_mcp(
             assertion, change.urn, operation.timestampMillis, snapshot_id, result, error, actor
         )
-        ctx.catalog.emit([run])
+        ctx.out.emit(run)

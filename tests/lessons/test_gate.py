@@ -30,7 +30,7 @@ from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.config import ReflexConfig
 from reflex_actions.demo.history import OWNERSHIP_INCIDENT, PAYMENTS_INCIDENT
 from reflex_actions.handlers.change import AspectChange
-from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_lesson_properties
 from reflex_actions.handlers.incident_resolved import on_incident_change
 from reflex_actions.handlers.lesson_store import (
@@ -96,7 +96,7 @@ class Estate:
         pipeline would (its PENDING is what opens the approval)."""
         for change in self.feed.changes():
             if change.urn == LESSON and change.aspect_name == "structuredProperties":
-                on_lesson_properties(change, ctx)
+                decide_and_apply(on_lesson_properties, change, ctx)
 
     def resolve(self, incident: str = PAYMENTS_INCIDENT, note: str = NOTE) -> AspectChange:
         """alice resolves an incident in the UI; returns its event."""
@@ -145,7 +145,7 @@ def drafted_store(
 ) -> Path:
     """The estate after incident A was resolved and its lesson drafted (closed; copy it)."""
     world = open_estate(estate_store, tmp_path_factory.mktemp("drafted"), histories_root)
-    on_incident_change(world.resolve(), world.context())
+    decide_and_apply(on_incident_change, world.resolve(), world.context())
     world.catalog.close()
     return world.catalog.path
 
@@ -169,7 +169,7 @@ def test_resolution_drafts_one_lesson_term(estate: Estate) -> None:
         ALICE,
     )
 
-    on_incident_change(change, estate.context())
+    decide_and_apply(on_incident_change, change, estate.context())
 
     assert estate.lesson_terms() == [LESSON]
     info = estate.catalog.get_aspect(LESSON, GlossaryTermInfoClass)
@@ -192,17 +192,21 @@ def test_redelivered_resolution_changes_nothing(estate: Estate) -> None:
     """The lesson urn derives from the incident: a second delivery finds it and stops."""
     change = estate.resolve()
     ctx = estate.context()
-    on_incident_change(change, ctx)
+    decide_and_apply(on_incident_change, change, ctx)
     after_first = estate.rows()
 
-    on_incident_change(change, ctx)
+    decide_and_apply(on_incident_change, change, ctx)
 
     assert estate.rows() == after_first
     assert estate.lesson_terms() == [LESSON]
 
 
 def test_resolution_of_the_ownership_incident_drafts_its_own_lesson(estate: Estate) -> None:
-    on_incident_change(estate.resolve(OWNERSHIP_INCIDENT, "carol owns it now."), estate.context())
+    decide_and_apply(
+        on_incident_change,
+        estate.resolve(OWNERSHIP_INCIDENT, "carol owns it now."),
+        estate.context(),
+    )
 
     lesson = estate.lesson(lesson_urn_for(OWNERSHIP_INCIDENT))
     assert lesson.failure_pattern == "orphaned_ownership"
@@ -232,7 +236,7 @@ def test_a_non_transition_does_nothing(estate: Estate, transition: Confirmation)
     assert change.typed(IncidentInfoClass, previous=True) is not None
     before = estate.rows()
 
-    on_incident_change(change, estate.context())
+    decide_and_apply(on_incident_change, change, estate.context())
 
     assert estate.rows() == before
     assert estate.lesson_terms() == []
@@ -247,7 +251,7 @@ def test_confirmed_by_an_approver_proposes_the_lesson(drafted: Estate) -> None:
     ctx = drafted.context()
     change = drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE)
 
-    on_lesson_properties(change, ctx)
+    decide_and_apply(on_lesson_properties, change, ctx)
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
@@ -259,15 +263,13 @@ def test_confirmed_by_an_approver_proposes_the_lesson(drafted: Estate) -> None:
     assert len(scope) == len(set(scope))
     assert '"transaction_id"' in lesson.report
     assert "Backtest" in lesson.report and "finance.payments" in lesson.report
-    assert [(d.decision, d.actor) for d in lesson.decisions] == [
-        ("root cause confirmed", ALICE)
-    ]
+    assert [(d.decision, d.actor) for d in lesson.decisions] == [("root cause confirmed", ALICE)]
     info = drafted.catalog.get_aspect(LESSON, GlossaryTermInfoClass)
     assert info is not None and "PENDING_APPROVAL" in info.definition
 
     # the same event redelivered: the lesson is past confirmation, nothing is written
     after = drafted.rows()
-    on_lesson_properties(change, ctx)
+    decide_and_apply(on_lesson_properties, change, ctx)
     assert drafted.rows() == after
 
 
@@ -277,10 +279,14 @@ def test_edited_control_spec_and_root_cause_are_respected(drafted: Estate) -> No
         CONTROL_SPEC: "type: uniqueness\nfields: [transaction_id, account_id]\n",
         ROOT_CAUSE: "The loader retried a committed batch (edited by the steward).",
     }
-    on_lesson_properties(drafted.steward_sets(edits, ALICE), ctx)  # an edit alone decides nothing
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets(edits, ALICE), ctx
+    )  # an edit alone decides nothing
     assert drafted.lesson().state is LessonState.PROPOSED
 
-    on_lesson_properties(drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx)
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx
+    )
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
@@ -306,7 +312,9 @@ def test_invalid_edit_sends_the_lesson_back_to_proposed(
     ctx = drafted.context(histories=False)
     drafted.steward_sets({CONTROL_SPEC: spec}, ALICE)
 
-    on_lesson_properties(drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx)
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx
+    )
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PROPOSED
@@ -322,11 +330,15 @@ def test_invalid_edit_sends_the_lesson_back_to_proposed(
 def test_a_fixed_edit_is_accepted_after_a_refusal(drafted: Estate) -> None:
     ctx = drafted.context(histories=False)
     drafted.steward_sets({CONTROL_SPEC: "type: uniqueness\nfield: txn_uuid\n"}, ALICE)
-    on_lesson_properties(drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx)
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx
+    )
     assert drafted.lesson().validation_error is not None
 
     drafted.steward_sets({CONTROL_SPEC: "type: uniqueness\nfield: account_id\n"}, ALICE)
-    on_lesson_properties(drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx)
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx
+    )
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
@@ -340,13 +352,17 @@ def test_a_fixed_edit_is_accepted_after_a_refusal(drafted: Estate) -> None:
 
 
 def _reject_root_cause(estate: Estate, ctx: HandlerContext) -> None:
-    on_lesson_properties(estate.steward_sets({ROOT_CAUSE_STATUS: "REJECTED"}, ALICE), ctx)
+    decide_and_apply(
+        on_lesson_properties, estate.steward_sets({ROOT_CAUSE_STATUS: "REJECTED"}, ALICE), ctx
+    )
 
 
 def _reject_scope(estate: Estate, ctx: HandlerContext) -> None:
-    on_lesson_properties(estate.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx)
+    decide_and_apply(
+        on_lesson_properties, estate.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ALICE), ctx
+    )
     assert estate.lesson().state is LessonState.PENDING_APPROVAL
-    on_lesson_properties(estate.steward_sets({APPROVAL: "REJECTED"}, ALICE), ctx)
+    decide_and_apply(on_lesson_properties, estate.steward_sets({APPROVAL: "REJECTED"}, ALICE), ctx)
 
 
 @pytest.mark.parametrize("reject", [_reject_root_cause, _reject_scope], ids=["root-cause", "scope"])
@@ -362,7 +378,7 @@ def test_a_rejected_lesson_never_publishes(
 
     approved = drafted.steward_sets({APPROVAL: "APPROVED"}, ALICE)
     before = drafted.rows()
-    on_lesson_properties(approved, ctx)
+    decide_and_apply(on_lesson_properties, approved, ctx)
 
     assert drafted.rows() == before
     assert drafted.lesson().state is LessonState.REJECTED
@@ -417,7 +433,7 @@ def test_an_unauthorized_confirmation_is_reverted_and_shown(
     change = confirm(drafted)
     caplog.set_level(logging.WARNING, logger=GATES_LOGGER)
 
-    on_lesson_properties(change, ctx)
+    decide_and_apply(on_lesson_properties, change, ctx)
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PROPOSED
@@ -430,7 +446,7 @@ def test_an_unauthorized_confirmation_is_reverted_and_shown(
     assert len(refusals) == 1 and reason in refusals[0]
 
     after_once = drafted.rows()
-    on_lesson_properties(change, ctx)
+    decide_and_apply(on_lesson_properties, change, ctx)
     assert drafted.rows() == after_once
 
 
@@ -441,7 +457,9 @@ def test_an_owner_of_the_lesson_term_is_authorized(drafted: Estate) -> None:
     )
     ctx = drafted.context(histories=False)
 
-    on_lesson_properties(drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, MARIA), ctx)
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, MARIA), ctx
+    )
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
@@ -453,7 +471,9 @@ def test_a_member_of_an_approver_group_is_authorized(drafted: Estate) -> None:
     drafted.catalog.emit([acting_as(ALICE, ZOE, GroupMembershipClass(groups=[FINANCE_STEWARDS]))])
     ctx = drafted.context(histories=False, approvers={"groups": [FINANCE_STEWARDS]})
 
-    on_lesson_properties(drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ZOE), ctx)
+    decide_and_apply(
+        on_lesson_properties, drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED"}, ZOE), ctx
+    )
 
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
@@ -465,7 +485,7 @@ def test_an_approval_typed_with_the_confirmation_publishes_nothing(drafted: Esta
     CONFIRMED and APPROVED together backtests but does not publish."""
     ctx = drafted.context(histories=False)
     both = drafted.steward_sets({ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"}, ALICE)
-    on_lesson_properties(both, ctx)
+    decide_and_apply(on_lesson_properties, both, ctx)
     lesson = drafted.lesson()
     assert lesson.state is LessonState.PENDING_APPROVAL
     assert lesson.published_scope == []
@@ -476,5 +496,5 @@ def test_an_approval_typed_with_the_confirmation_publishes_nothing(drafted: Esta
 
     # approving the written report, once Reflex's PENDING is in the log, publishes
     drafted.settle(ctx)
-    on_lesson_properties(drafted.steward_sets({APPROVAL: "APPROVED"}, ALICE), ctx)
+    decide_and_apply(on_lesson_properties, drafted.steward_sets({APPROVAL: "APPROVED"}, ALICE), ctx)
     assert drafted.lesson().state is LessonState.PUBLISHED
