@@ -4,95 +4,25 @@ written until the applier writes them, and a failed decision writes nothing."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from datahub.metadata.schema_classes import AssertionRunEventClass
 
-from datahub.emitter.serialization_helper import pre_json_transform
-from datahub.metadata.schema_classes import (
-    AssertionRunEventClass,
-    StringTypeClass,
-    StructuredPropertiesClass,
-    StructuredPropertyValueAssignmentClass,
-)
-
-from reflex_actions.catalog.steward import acting_as
-from reflex_actions.config import ReflexConfig
-from reflex_actions.handlers.change import AspectChange
-from reflex_actions.handlers.context import HandlerContext, decide_and_apply
+from reflex_actions.handlers.context import decide_and_apply
 from reflex_actions.handlers.directives import Emit, SaveLesson, SetProperties, apply
 from reflex_actions.handlers.gates import on_lesson_properties
-from reflex_actions.handlers.lesson_store import lesson_term_mcp
-from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
-from reflex_actions.lessons.model import Lesson, LessonState, ProposerInfo
-from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, ROOT_CAUSE_STATUS, SCOPE
-from tests.catalog.builders import field, schema
+from reflex_actions.lessons.model import LessonState
+from reflex_actions.vocabulary import APPROVAL
 from tests.catalog.memory_catalog import MemoryCatalog
-
-LESSON = "urn:li:glossaryTerm:reflex.lesson.t"
-PAYMENTS = "urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.payments,PROD)"
-LEDGER = "urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.ledger,PROD)"
-STEWARD, INTRUDER = "urn:li:corpuser:alice", "urn:li:corpuser:maria"
-CONTROL = {"type": "uniqueness", "field": "transaction_id"}
-
-
-def pending_lesson(catalog: MemoryCatalog, **changes: Any) -> Lesson:
-    fields: dict[str, Any] = {"control": CONTROL, **changes}
-    lesson = Lesson(
-        urn=LESSON,
-        incident="urn:li:incident:t",
-        source_dataset=PAYMENTS,
-        affected_assets=[PAYMENTS],
-        failure_pattern=DUPLICATE_ROWS,
-        root_cause="a retry re-inserted rows",
-        evidence=[],
-        confidence=0.9,
-        rationale="",
-        proposer=ProposerInfo(name="deterministic"),
-        state=LessonState.PENDING_APPROVAL,
-        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "PENDING"},
-        approval_open=True,
-        **fields,
-    )
-    catalog.emit([lesson_term_mcp(lesson, "t", "urn:li:corpuser:datahub-reflex")])
-    catalog.writes.clear()
-    return lesson
-
-
-def properties(values: dict[str, list[str]]) -> dict[str, Any]:
-    aspect = StructuredPropertiesClass(
-        properties=[
-            StructuredPropertyValueAssignmentClass(propertyUrn=p, values=list(v))
-            for p, v in values.items()
-        ]
-    )
-    return json.loads(json.dumps(pre_json_transform(aspect.to_obj())))
-
-
-def approval(
-    actor: str,
-    spec: str = "{type: uniqueness, field: transaction_id}",
-    scope: tuple[str, ...] = (PAYMENTS,),
-) -> AspectChange:
-    before = {ROOT_CAUSE_STATUS: ["CONFIRMED"], APPROVAL: ["PENDING"], SCOPE: list(scope)}
-    return AspectChange(
-        entity_type="glossaryTerm",
-        urn=LESSON,
-        aspect_name="structuredProperties",
-        aspect=properties({**before, APPROVAL: ["APPROVED"], CONTROL_SPEC: [spec]}),
-        previous=properties({**before, CONTROL_SPEC: [spec]}),
-        actor=actor,
-        time_ms=10,
-    )
-
-
-def add_dataset(catalog: MemoryCatalog, urn: str) -> None:
-    column = field("transaction_id", "VARCHAR", StringTypeClass())
-    catalog.emit([acting_as(STEWARD, urn, schema(column))])
-    catalog.writes.clear()
-
-
-def context(catalog: MemoryCatalog) -> HandlerContext:
-    return HandlerContext(catalog, ReflexConfig.model_validate({"approvers": {"users": [STEWARD]}}))
+from tests.handlers.builders import (
+    INTRUDER,
+    LEDGER,
+    LESSON,
+    PAYMENTS,
+    STEWARD,
+    add_dataset,
+    approval,
+    context,
+    pending_lesson,
+)
 
 
 def test_a_refused_approval_decides_a_revert_and_a_page_note_and_writes_nothing_itself() -> None:

@@ -1,0 +1,213 @@
+"""Builders shared by the handler decision tests: a small estate in the in-memory catalog (the
+double that passes the catalog conformance suite), lessons on their glossary terms, and the
+aspect changes the router hands to a handler."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.emitter.serialization_helper import pre_json_transform
+from datahub.metadata.schema_classes import (
+    AuditStampClass,
+    OwnerClass,
+    OwnershipClass,
+    StringTypeClass,
+    StructuredPropertiesClass,
+    StructuredPropertyValueAssignmentClass,
+    _Aspect,
+)
+
+from reflex_actions.catalog.steward import acting_as
+from reflex_actions.config import ReflexConfig
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.handlers.assertions import assertion_mcp
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.directives import Directive
+from reflex_actions.handlers.lesson_store import lesson_term_mcp
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
+from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState, ProposerInfo
+from reflex_actions.vocabulary import (
+    APPROVAL,
+    CONTROL_SPEC,
+    COVERAGE,
+    ROOT_CAUSE_STATUS,
+    SCOPE,
+)
+from tests.catalog.builders import field, schema
+from tests.catalog.memory_catalog import MemoryCatalog
+
+LESSON = "urn:li:glossaryTerm:reflex.lesson.t"
+PAYMENTS = "urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.payments,PROD)"
+LEDGER = "urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.ledger,PROD)"
+STEWARD, INTRUDER = "urn:li:corpuser:alice", "urn:li:corpuser:maria"
+REFLEX = ReflexConfig().service_actor
+CONTROL = {"type": "uniqueness", "field": "transaction_id"}
+SPEC = "{type: uniqueness, field: transaction_id}"
+
+
+def as_json(aspect: _Aspect) -> dict[str, Any]:
+    """An aspect as an MCL event carries it (what ``AspectChange.from_mcl`` reads)."""
+    return json.loads(json.dumps(pre_json_transform(aspect.to_obj())))
+
+
+def properties(values: dict[str, list[str]]) -> dict[str, Any]:
+    aspect = StructuredPropertiesClass(
+        properties=[
+            StructuredPropertyValueAssignmentClass(propertyUrn=p, values=list(v))
+            for p, v in values.items()
+        ]
+    )
+    return as_json(aspect)
+
+
+def change(
+    urn: str,
+    aspect: _Aspect,
+    previous: _Aspect | None = None,
+    actor: str = STEWARD,
+    time_ms: int = 10,
+) -> AspectChange:
+    """The change of one aspect of ``urn`` from ``previous`` to ``aspect``, by ``actor``."""
+    return AspectChange(
+        entity_type=urn.split(":")[2],
+        urn=urn,
+        aspect_name=aspect.get_aspect_name(),
+        aspect=as_json(aspect),
+        previous=as_json(previous) if previous is not None else None,
+        actor=actor,
+        time_ms=time_ms,
+    )
+
+
+def property_change(
+    urn: str,
+    before: dict[str, list[str]],
+    after: dict[str, list[str]],
+    actor: str = STEWARD,
+    time_ms: int = 10,
+) -> AspectChange:
+    """A structured-properties edit: ``before``, then ``before`` updated with ``after``."""
+    return AspectChange(
+        entity_type=urn.split(":")[2],
+        urn=urn,
+        aspect_name="structuredProperties",
+        aspect=properties({**before, **after}),
+        previous=properties(before),
+        actor=actor,
+        time_ms=time_ms,
+    )
+
+
+def approval(
+    actor: str,
+    spec: str = SPEC,
+    scope: tuple[str, ...] = (PAYMENTS,),
+) -> AspectChange:
+    before = {ROOT_CAUSE_STATUS: ["CONFIRMED"], APPROVAL: ["PENDING"], SCOPE: list(scope)}
+    return property_change(
+        LESSON, {**before, CONTROL_SPEC: [spec]}, {APPROVAL: ["APPROVED"]}, actor=actor
+    )
+
+
+def lesson(**changes: Any) -> Lesson:
+    """A drafted duplicate-rows lesson on PAYMENTS; ``changes`` override its fields."""
+    fields: dict[str, Any] = {
+        "urn": LESSON,
+        "incident": "urn:li:incident:t",
+        "source_dataset": PAYMENTS,
+        "affected_assets": [PAYMENTS],
+        "failure_pattern": DUPLICATE_ROWS,
+        "root_cause": "a retry re-inserted rows",
+        "evidence": [],
+        "control": CONTROL,
+        "confidence": 0.9,
+        "rationale": "",
+        "proposer": ProposerInfo(name="deterministic"),
+        **changes,
+    }
+    return Lesson(**fields)
+
+
+def seed(catalog: MemoryCatalog, *mcps: MetadataChangeProposalWrapper) -> None:
+    """Write an estate, then forget those writes: ``catalog.writes`` then holds only what the
+    handler's decision wrote."""
+    catalog.emit(list(mcps))
+    catalog.writes.clear()
+
+
+def store_lesson(catalog: MemoryCatalog, stored: Lesson) -> Lesson:
+    seed(catalog, lesson_term_mcp(stored, "t", REFLEX))
+    return stored
+
+
+def pending_lesson(catalog: MemoryCatalog, **changes: Any) -> Lesson:
+    """A backtested lesson open for approval (gate 2)."""
+    return store_lesson(
+        catalog,
+        lesson(
+            state=LessonState.PENDING_APPROVAL,
+            gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "PENDING"},
+            approval_open=True,
+            **changes,
+        ),
+    )
+
+
+def published_lesson(
+    catalog: MemoryCatalog, approved_at: int, control: dict[str, Any] = CONTROL, **changes: Any
+) -> Lesson:
+    """A lesson published on PAYMENTS at ``approved_at``, as publishing leaves it: its
+    assertion, the dataset's coverage, and the lesson term."""
+    published = lesson(
+        state=LessonState.PUBLISHED,
+        control=control,
+        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
+        approval_open=True,
+        published_scope=[PAYMENTS],
+        approved=ApprovedVersion(
+            control=control,
+            scope=[PAYMENTS],
+            actor=STEWARD,
+            at=approved_at,
+            digest=ApprovedVersion.digest_of(control, [PAYMENTS]),
+        ),
+        **changes,
+    )
+    coverage = StructuredPropertiesClass(
+        properties=[StructuredPropertyValueAssignmentClass(propertyUrn=COVERAGE, values=[LESSON])]
+    )
+    seed(
+        catalog,
+        assertion_mcp(published, PAYMENTS, parse_control_spec(control), REFLEX),
+        acting_as(REFLEX, PAYMENTS, coverage),
+    )
+    return store_lesson(catalog, published)
+
+
+def add_dataset(
+    catalog: MemoryCatalog, urn: str, *, key: bool = False, owners: tuple[str, ...] = ()
+) -> None:
+    """A dataset with a ``transaction_id`` column (its declared key when ``key``), owned by
+    ``owners`` as technical owners."""
+    column = field("transaction_id", "VARCHAR", StringTypeClass(), key=key)
+    mcps = [acting_as(STEWARD, urn, schema(column))]
+    if owners:
+        ownership = OwnershipClass(
+            owners=[OwnerClass(owner=o, type="TECHNICAL_OWNER") for o in owners],
+            lastModified=AuditStampClass(time=0, actor=STEWARD),
+        )
+        mcps.append(acting_as(STEWARD, urn, ownership))
+    seed(catalog, *mcps)
+
+
+def context(catalog: MemoryCatalog, **config: Any) -> HandlerContext:
+    settings = {"approvers": {"users": [STEWARD]}, **config}
+    return HandlerContext(catalog, ReflexConfig.model_validate(settings))
+
+
+def kinds(directives: list[Directive]) -> list[str]:
+    """The directives' types, in order: the shape of a decision."""
+    return [type(d).__name__ for d in directives]
