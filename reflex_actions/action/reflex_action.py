@@ -21,6 +21,7 @@ from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_prope
 from reflex_actions.handlers.incident_resolved import on_incident_change
 from reflex_actions.handlers.ownership import on_user_status
 from reflex_actions.handlers.run_controls import on_operation
+from reflex_actions.kinds import registered_kinds
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class ReflexAction(Action):
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
+        kinds = registered_kinds()  # a broken or conflicting kind stops the start, by name
+        logger.info("reflex: lesson kinds %s", ", ".join(kind.pattern for kind in kinds))
         graph = ctx.graph.graph if ctx.graph is not None else None
         catalog, config = open_store(ReflexConfig.model_validate(config_dict or {}), graph)
         logger.info(
