@@ -142,4 +142,5 @@ def decide_and_apply(
     ctx.out = Outbox()
     ctx.refusals.clear()
     handler(change, ctx)
-    apply(ctx.out.directives, ctx.catalog, ctx.config.service_actor)
+    decided, ctx.out = ctx.out, Outbox()  # nothing of this decision lingers for the next
+    apply(decided.directives, ctx.catalog, ctx.config.service_actor)
