@@ -53,14 +53,13 @@ def as_json(aspect: _Aspect) -> dict[str, Any]:
     return json.loads(json.dumps(pre_json_transform(aspect.to_obj())))
 
 
-def properties(values: dict[str, list[str]]) -> dict[str, Any]:
-    aspect = StructuredPropertiesClass(
+def properties(values: dict[str, list[str]]) -> StructuredPropertiesClass:
+    return StructuredPropertiesClass(
         properties=[
             StructuredPropertyValueAssignmentClass(propertyUrn=p, values=list(v))
             for p, v in values.items()
         ]
     )
-    return as_json(aspect)
 
 
 def change(
@@ -90,15 +89,7 @@ def property_change(
     time_ms: int = 10,
 ) -> AspectChange:
     """A structured-properties edit: ``before``, then ``before`` updated with ``after``."""
-    return AspectChange(
-        entity_type=urn.split(":")[2],
-        urn=urn,
-        aspect_name="structuredProperties",
-        aspect=properties({**before, **after}),
-        previous=properties(before),
-        actor=actor,
-        time_ms=time_ms,
-    )
+    return change(urn, properties({**before, **after}), properties(before), actor, time_ms)
 
 
 def approval(
