@@ -1,0 +1,441 @@
+"""Invalid values: a field that must hold listed values (``accepted_values``) or numbers within a
+range (``value_range``).
+
+Words: invalid, unexpected or unknown values, out of range, negative amounts. Evidence, from one
+query over the history: a low-cardinality field whose incident snapshot holds values no normal
+snapshot holds (-> ``accepted_values`` with the normal set), or a numeric field whose incident
+snapshot leaves the normal range (-> ``value_range`` with readable bounds around it).
+
+Both controls compare a row's value as text (``CAST(... AS VARCHAR)``), so a CSV snapshot (read
+as text) and a Parquet one give the same counts; a range reads that text as a DOUBLE, and a
+listed number matches a value that reads as the same number (``1`` matches ``1.00``). A NULL is
+never an invalid value: missing values are another incident class.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Annotated, Any, ClassVar, Literal
+
+import duckdb
+from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
+
+from reflex_actions.backtest.history import History
+from reflex_actions.bounded import excerpt
+from reflex_actions.catalog.models import FieldInfo
+from reflex_actions.controls import Control
+from reflex_actions.controls.base import validate_column_name
+from reflex_actions.errors import SnapshotError
+from reflex_actions.kinds.base import LessonKind, Trigger
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.key_discovery import failure_snapshots
+from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
+from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
+from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.vocabulary import display_name
+
+INVALID_VALUES = "invalid_values"
+#: Most values one ``accepted_values`` list may hold.
+MAX_ACCEPTED_VALUES = 1000
+#: Longest accepted text value (characters).
+MAX_VALUE_CHARS = 1000
+#: Largest magnitude of a number in a spec: values are compared as DOUBLE, exact up to 2**53.
+MAX_NUMBER = 2**53
+#: Most distinct normal values a field may hold for its normal set to become accepted values.
+MAX_LEARNED_VALUES = 50
+#: Values listed in a control's one-line description before "and N more".
+DESCRIBED_VALUES = 10
+
+Number = (
+    Annotated[int, Strict(), Field(ge=-MAX_NUMBER, le=MAX_NUMBER)]
+    | Annotated[float, Strict(), Field(ge=-MAX_NUMBER, le=MAX_NUMBER, allow_inf_nan=False)]
+)
+Text = Annotated[str, Strict(), StringConstraints(max_length=MAX_VALUE_CHARS)]
+
+#: A row's value as the text both controls compare.
+VALUE_AS_TEXT = "CAST({column} AS VARCHAR)"
+#: That text read as a number (NULL when it is not one).
+VALUE_AS_NUMBER = "TRY_CAST(value AS DOUBLE)"
+
+
+class FieldValuesControl(Control):
+    """A control judging each non-NULL value of one field; a violation is a row whose value is
+    not allowed, and the sample lists the offending values with their row counts, most first."""
+
+    field: str
+
+    violation_unit: ClassVar[str] = "rows with invalid values"
+
+    @field_validator("field")
+    @classmethod
+    def _check_field(cls, value: str) -> str:
+        return validate_column_name(value)
+
+    @abstractmethod
+    def offending(self) -> tuple[str, dict[str, Any]]:
+        """The SQL condition on ``value`` (the row's text, never NULL) that makes it invalid,
+        and the parameters it binds."""
+
+    def required_columns(self) -> list[str]:
+        return [self.field]
+
+    def with_dataset_fields(self, mapping: dict[str, str]) -> FieldValuesControl:
+        renamed = {"field": mapping.get(self.field, self.field)}
+        return type(self).model_validate({**self.model_dump(exclude_none=True), **renamed})
+
+    def allowed_violations(self) -> int:
+        return 0
+
+    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
+        condition, params = self.offending()
+        text = VALUE_AS_TEXT.format(column=quote_identifier(self.field))
+        sql = f"""WITH snapshot AS (
+{indent(relation.sql)}
+),
+value_counts AS (
+    SELECT {relation.partition_select()}{text} AS value, count(*) AS occurrences
+    FROM snapshot
+    GROUP BY ALL
+),
+judged AS (
+    SELECT *, value IS NOT NULL AND ({condition}) AS invalid
+    FROM value_counts
+)
+SELECT
+    {relation.partition_select()}coalesce(sum(occurrences), 0)::BIGINT AS rows_scanned,
+    coalesce(sum(occurrences) FILTER (WHERE invalid), 0)::BIGINT AS violation_count,
+    (list(row(value, occurrences) ORDER BY occurrences DESC, value)
+        FILTER (WHERE invalid))[1:$sample_size] AS sample
+FROM judged{relation.partition_suffix()}"""
+        return CompiledQuery(
+            sql=sql, params={**relation.params, **params, "sample_size": sample_size}
+        )
+
+    def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        value, occurrences = row
+        return {"value": value, "occurrences": occurrences}
+
+
+class AcceptedValuesControl(FieldValuesControl):
+    """Every non-NULL value of ``field`` is one of ``values`` (texts compare exactly, numbers
+    by value)."""
+
+    type: Literal["accepted_values"] = "accepted_values"
+    values: list[Text | Number] = Field(min_length=1, max_length=MAX_ACCEPTED_VALUES)
+
+    @field_validator("values")
+    @classmethod
+    def _no_value_twice(cls, values: list[str | float]) -> list[str | float]:
+        seen: set[tuple[bool, str | float]] = set()
+        for value in values:
+            key = (isinstance(value, str), value)  # 1 and 1.0 are one number; "1" is text
+            if key in seen:
+                raise ValueError(f"values lists {excerpt(value)} twice")
+            seen.add(key)
+        return values
+
+    def offending(self) -> tuple[str, dict[str, Any]]:
+        texts = [value for value in self.values if isinstance(value, str)]
+        numbers = [float(value) for value in self.values if not isinstance(value, str)]
+        accepted, params = [], {}
+        if texts:
+            accepted.append("list_contains($accepted_texts, value)")
+            params["accepted_texts"] = texts
+        if numbers:
+            accepted.append(f"coalesce(list_contains($accepted_numbers, {VALUE_AS_NUMBER}), false)")
+            params["accepted_numbers"] = numbers
+        return f"NOT ({' OR '.join(accepted)})", params
+
+    def describe(self) -> str:
+        shown = ", ".join(str(value) for value in self.values[:DESCRIBED_VALUES])
+        more = len(self.values) - DESCRIBED_VALUES
+        return f"{self.field} is one of {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+class ValueRangeControl(FieldValuesControl):
+    """Every non-NULL value of ``field`` is a number within [``min``, ``max``] (inclusive; a
+    value that is not a number is outside any range)."""
+
+    type: Literal["value_range"] = "value_range"
+    min: Number | None = None
+    max: Number | None = None
+
+    @model_validator(mode="after")
+    def _a_bound_in_order(self) -> ValueRangeControl:
+        if self.min is None and self.max is None:
+            raise ValueError("give 'min', 'max' or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+    def offending(self) -> tuple[str, dict[str, Any]]:
+        within, params = [], {}
+        if self.min is not None:
+            within.append(f"{VALUE_AS_NUMBER} >= $min")
+            params["min"] = float(self.min)
+        if self.max is not None:
+            within.append(f"{VALUE_AS_NUMBER} <= $max")
+            params["max"] = float(self.max)
+        return f"NOT coalesce({' AND '.join(within)}, false)", params
+
+    def describe(self) -> str:
+        if self.max is None:
+            return f"{self.field} is a number of at least {self.min}"
+        if self.min is None:
+            return f"{self.field} is a number of at most {self.max}"
+        return f"{self.field} is a number from {self.min} to {self.max}"
+
+
+# --- evidence from the history -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ValueFinding:
+    """A field whose incident snapshot(s) broke what the normal snapshots show, as a control."""
+
+    field: str
+    control: dict[str, Any]
+    fact: str
+
+
+@dataclass(frozen=True)
+class _FieldProfile:
+    field: str
+    normal_distinct: int
+    normal_values: list[str] | None  # None: more than MAX_LEARNED_VALUES
+    new_values: list[tuple[str, int]]  # the most frequent few
+    new_value_rows: int
+    normal_numeric: bool
+    normal_min: float | None
+    normal_max: float | None
+    failed_min: float | None
+    failed_max: float | None
+
+
+#: DataHub type classes a field's values are judged under: a number by its range, other
+#: values (text, or an untyped field of non-numbers) by their set.
+NUMERIC_TYPE = "number"
+JUDGED_TYPES = {"string", NUMERIC_TYPE, None}
+
+
+def discover_value_findings(
+    history: History, fields: list[FieldInfo], incident_urn: str
+) -> list[ValueFinding]:
+    """What the history shows about the values the incident broke: fields whose failure
+    snapshot(s) hold values no normal snapshot holds, in schema order; key fields are left out
+    (their values are always new)."""
+    failures = set(failure_snapshots(history, incident_urn))
+    candidates = [f for f in fields if not f.is_key and f.type in JUDGED_TYPES]
+    if not failures or not candidates:
+        return []
+    profiles = _profiles(history, [f.name for f in candidates], failures)
+    findings = []
+    for info in candidates:
+        profile = profiles.get(info.name)
+        if profile is None:
+            continue
+        failed = ", ".join(sorted(failures & {s.snapshot_id for s in history.snapshots}))
+        numeric = info.type == NUMERIC_TYPE or (info.type is None and profile.normal_numeric)
+        finding = _ranged(profile, failed) if numeric else _listed(profile, failed)
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def _listed(profile: _FieldProfile, failed: str) -> ValueFinding | None:
+    if not profile.normal_values or not profile.new_values:
+        return None
+    values: list[str | float] = list(profile.normal_values)
+    new = ", ".join(f"{excerpt(value)} ({rows})" for value, rows in profile.new_values)
+    fact = (
+        f"{profile.field} holds {profile.normal_distinct} distinct values in the normal "
+        f"snapshots; {failed} has {profile.new_value_rows} rows with values never seen before: "
+        f"{new}"
+    )
+    control = {"type": "accepted_values", "field": profile.field, "values": values}
+    return ValueFinding(profile.field, control, fact)
+
+
+def _ranged(profile: _FieldProfile, failed: str) -> ValueFinding | None:
+    lowest, highest = profile.normal_min, profile.normal_max
+    if not profile.normal_numeric or lowest is None or highest is None:
+        return None
+    low = 0 if lowest >= 0 else _readable(lowest, ROUND_FLOOR)
+    high = _readable(highest, ROUND_CEILING)
+    below = profile.failed_min is not None and profile.failed_min < low
+    above = profile.failed_max is not None and profile.failed_max > high
+    if not (below or above):
+        return None
+    fact = (
+        f"{profile.field} ranges from {_shown(lowest)} to {_shown(highest)} in the normal "
+        f"snapshots; {failed} holds values from {_shown(profile.failed_min)} to "
+        f"{_shown(profile.failed_max)}"
+    )
+    control = {"type": "value_range", "field": profile.field, "min": low, "max": high}
+    return ValueFinding(profile.field, control, fact)
+
+
+def _readable(value: float, rounding: str) -> int | float:
+    """``value`` rounded outwards to two significant digits (9_512_000 -> 9_600_000)."""
+    if value == 0:
+        return 0
+    exact = Decimal(repr(value))
+    step = Decimal(1).scaleb(exact.copy_abs().adjusted() - 1)
+    rounded = (exact / step).to_integral_value(rounding=rounding) * step
+    return int(rounded) if rounded == rounded.to_integral_value() else float(rounded)
+
+
+def _shown(value: float | None) -> str:
+    return "?" if value is None else str(int(value)) if value.is_integer() else str(value)
+
+
+def _profiles(history: History, names: list[str], failures: set[str]) -> dict[str, _FieldProfile]:
+    """Each field's values over the normal and the failure snapshots, in one DuckDB query."""
+    con = duckdb.connect()
+    usable: list[SnapshotFile] = []
+    for snapshot in history.snapshots:
+        try:
+            snapshot.check_columns(con, names)
+            usable.append(snapshot)
+        except SnapshotError:
+            continue  # drifted or unreadable snapshots say nothing about the values
+    # snapshots labelled with other failures are neither normal nor this incident's
+    normal = [s.read_path for s in usable if s.snapshot_id not in history.labels]
+    failed = [s.read_path for s in usable if s.snapshot_id in failures]
+    if not normal or not failed:
+        return {}
+    relation = files_relation(usable, names)
+    file = quote_identifier(FILE_COLUMN)
+    cells = "\n    UNION ALL\n    ".join(
+        f"SELECT $field_{i} AS field, {file} AS file, "
+        f"{VALUE_AS_TEXT.format(column=quote_identifier(name))} AS value FROM snapshot"
+        for i, name in enumerate(names)
+    )
+    sql = f"""WITH snapshot AS (
+{indent(relation.sql)}
+),
+cells AS (
+    {cells}
+),
+value_counts AS (
+    SELECT field, value, {VALUE_AS_NUMBER} AS number,
+        count(*) FILTER (WHERE list_contains($normal_files, file)) AS normal_rows,
+        count(*) FILTER (WHERE list_contains($failed_files, file)) AS failed_rows
+    FROM cells
+    WHERE value IS NOT NULL
+    GROUP BY field, value
+)
+SELECT
+    field,
+    count(*) FILTER (WHERE normal_rows > 0) AS normal_distinct,
+    CASE WHEN count(*) FILTER (WHERE normal_rows > 0) <= $max_learned
+        THEN list(value ORDER BY value) FILTER (WHERE normal_rows > 0) END AS normal_values,
+    (list(row(value, failed_rows) ORDER BY failed_rows DESC, value)
+        FILTER (WHERE normal_rows = 0 AND failed_rows > 0))[1:5] AS new_values,
+    coalesce(sum(failed_rows) FILTER (WHERE normal_rows = 0), 0) AS new_value_rows,
+    coalesce(bool_and(number IS NOT NULL) FILTER (WHERE normal_rows > 0), false) AS numeric,
+    min(number) FILTER (WHERE normal_rows > 0) AS normal_min,
+    max(number) FILTER (WHERE normal_rows > 0) AS normal_max,
+    min(number) FILTER (WHERE failed_rows > 0) AS failed_min,
+    max(number) FILTER (WHERE failed_rows > 0) AS failed_max
+FROM value_counts
+GROUP BY field"""
+    params = {
+        **relation.params,
+        **{f"field_{i}": name for i, name in enumerate(names)},
+        "normal_files": normal,
+        "failed_files": failed,
+        "max_learned": MAX_LEARNED_VALUES,
+    }
+    try:
+        rows = con.execute(sql, params).fetchall()
+    except duckdb.Error:
+        return {}
+    finally:
+        con.close()
+    return {
+        row[0]: _FieldProfile(
+            field=row[0],
+            normal_distinct=row[1],
+            normal_values=row[2],
+            new_values=[tuple(item) for item in row[3] or []],
+            new_value_rows=int(row[4]),
+            normal_numeric=row[5],
+            normal_min=row[6],
+            normal_max=row[7],
+            failed_min=row[8],
+            failed_max=row[9],
+        )
+        for row in rows
+    }
+
+
+# --- the kind ------------------------------------------------------------------------------------
+INVALID_WORDS = re.compile(
+    r"\b((?:invalid|unexpected|unknown|unsupported|unrecognised|unrecognized|illegal|bogus|"
+    r"wrong) (?:values?|currenc(?:y|ies)|codes?|status(?:es)?|categor(?:y|ies))|"
+    r"not (?:an? )?(?:allowed|accepted|valid) (?:values?|currenc(?:y|ies)|codes?)|"
+    r"out[- ]of[- ]range|outside (?:the |its )?(?:\w+ )?range|"
+    r"negative (?:amounts?|values?|prices?|quantit(?:y|ies)|totals?))",
+    re.IGNORECASE,
+)
+#: the words that say a bound was crossed rather than an unlisted value appearing
+RANGE_WORDS = re.compile(
+    r"\b(out[- ]of[- ]range|outside (?:the |its )?(?:\w+ )?range|negative)\b", re.IGNORECASE
+)
+
+
+class InvalidValuesKind(LessonKind):
+    pattern = INVALID_VALUES
+    title = "Values outside what a field may hold"
+    controls = (AcceptedValuesControl, ValueRangeControl)
+    triggers = frozenset({Trigger.LANDED_DATA})
+
+    def words(self, text: IncidentText) -> list[Evidence]:
+        return quotes(text, INVALID_WORDS)
+
+    def draft(
+        self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
+    ) -> LessonDraft:
+        evidence = unique(evidence)
+        source = facts.source
+        name = display_name(source.urn) if source else "the dataset"
+        fields = list(source.fields) if source else []
+        findings = discover_value_findings(facts.history, fields, text.urn) if facts.history else []
+        if not findings:
+            return LessonDraft(
+                failure_pattern=self.pattern,
+                root_cause=f"Invalid values in {name}.",
+                evidence=evidence,
+                control=None,
+                confidence=0.3,
+                rationale="No history shows which field broke: a steward must name the field "
+                "and the values or range it may hold.",
+            )
+        finding = min(findings, key=lambda f: self._rank(f, text, findings))
+        evidence.append(Evidence(source="history", quote=finding.fact))
+        what = "accepted set" if finding.control["type"] == "accepted_values" else "normal range"
+        return LessonDraft(
+            failure_pattern=self.pattern,
+            root_cause=f"Invalid values in {name}: {finding.field} held values outside its "
+            f"{what}, and nothing rejected them.",
+            evidence=evidence,
+            control=finding.control,
+            confidence=0.85 if len(findings) == 1 else 0.7,
+            rationale=f"The history shows {finding.field} breaking its {what} only in the "
+            "incident's snapshot.",
+        )
+
+    @staticmethod
+    def _rank(
+        finding: ValueFinding, text: IncidentText, findings: list[ValueFinding]
+    ) -> tuple[bool, bool, int]:
+        """Fields the incident names first, then the control its words point to, then schema
+        order."""
+        words = " ".join(text.fields().values())
+        named = re.search(rf"\b{re.escape(finding.field)}\b", words, re.IGNORECASE) is not None
+        wants_range = bool(quotes(text, RANGE_WORDS))
+        fits = (finding.control["type"] == "value_range") == wants_range
+        return (not named, not fits, findings.index(finding))

@@ -1,0 +1,365 @@
+"""The invalid-values kind: its two controls (``accepted_values``, ``value_range``) pass the kind
+conformance suite, count exactly on Parquet and CSV, are drafted from the history's evidence, and
+close the embedded loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from reflex_actions.backtest import load_history
+from reflex_actions.catalog.models import DatasetContext, FieldInfo
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.executor import run_control
+from reflex_actions.kinds.invalid_values import INVALID_VALUES, discover_value_findings
+from reflex_actions.lessons.deterministic import DeterministicProposer
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.model import IncidentText
+from reflex_actions.similarity import SimilarityQuery
+from reflex_actions.snapshots import SnapshotFile
+from tests.conformance.control_cases import ControlCase
+from tests.conformance.kind_suite import BaseLessonKindConformance
+from tests.conftest import write_snapshot
+from tests.similarity.estate import InMemoryCatalog
+
+ENTRY_POINT = "invalid_values = reflex_actions.kinds.invalid_values:InvalidValuesKind"
+FINANCE = "urn:li:domain:finance"
+
+
+@pytest.fixture
+def kind_installed(install_kinds: Callable[..., None]) -> None:
+    install_kinds(ENTRY_POINT)
+
+
+ACCEPTED_VALUES = ControlCase(
+    type_name="accepted_values",
+    columns={"value": "currency", "amount": "amount"},
+    make_spec=lambda c: {
+        "type": "accepted_values",
+        "field": c["value"],
+        "values": ["EUR", "GBP", "USD"],
+    },
+    passing_rows=[
+        {"value": "EUR", "amount": 1},
+        {"value": "GBP", "amount": 2},
+        {"value": "USD", "amount": 3},
+        {"value": None, "amount": 4},  # a NULL is never an invalid value
+    ],
+    failing_rows=[
+        {"value": "XXX", "amount": 1},
+        {"value": "XXX", "amount": 2},
+        {"value": "XXX", "amount": 3},
+        {"value": "eur", "amount": 4},  # texts compare exactly
+        {"value": "EUR", "amount": 5},
+        {"value": None, "amount": 6},
+    ],
+    expected_violations=4,
+    expected_first_sample={"value": "XXX", "occurrences": 3},
+    invalid_specs=[
+        ({"type": "accepted_values", "field": "c"}, "values"),
+        ({"type": "accepted_values", "field": "c", "values": []}, "values"),
+        ({"type": "accepted_values", "field": "c", "values": ["EUR", "EUR"]}, "twice"),
+        ({"type": "accepted_values", "field": "c", "values": [1, 1.0]}, "twice"),
+        ({"type": "accepted_values", "field": "c", "values": [True]}, "values.0"),
+        ({"type": "accepted_values", "field": "c", "values": [None]}, "values.0"),
+        ({"type": "accepted_values", "field": "c", "values": [float("nan")]}, "values.0"),
+        ({"type": "accepted_values", "field": "c", "values": [2**60]}, "values.0"),
+        ({"type": "accepted_values", "field": "c", "values": ["x" * 1001]}, "values.0"),
+        ({"type": "accepted_values", "field": "c", "values": list(range(1001))}, "values"),
+        ({"type": "accepted_values", "field": "", "values": ["a"]}, "empty"),
+    ],
+    bound_values=["EUR", "GBP", "USD"],
+)
+
+VALUE_RANGE = ControlCase(
+    type_name="value_range",
+    columns={"value": "amount_minor", "currency": "currency"},
+    make_spec=lambda c: {"type": "value_range", "field": c["value"], "min": 0, "max": 123456},
+    passing_rows=[
+        {"value": 0, "currency": "EUR"},
+        {"value": 500, "currency": "EUR"},
+        {"value": 123456, "currency": "GBP"},  # both bounds are inclusive
+        {"value": None, "currency": "USD"},
+    ],
+    failing_rows=[
+        {"value": -5, "currency": "EUR"},
+        {"value": -5, "currency": "EUR"},
+        {"value": 123457, "currency": "GBP"},
+        {"value": 1, "currency": "USD"},
+        {"value": None, "currency": "USD"},
+    ],
+    expected_violations=3,
+    expected_first_sample={"value": "-5", "occurrences": 2},
+    invalid_specs=[
+        ({"type": "value_range", "field": "a"}, "give 'min', 'max' or both"),
+        ({"type": "value_range", "field": "a", "min": 5, "max": 1}, "greater than max"),
+        ({"type": "value_range", "field": "a", "min": True}, "min"),
+        ({"type": "value_range", "field": "a", "max": "10"}, "max"),
+        ({"type": "value_range", "field": "a", "max": float("inf")}, "max"),
+        ({"type": "value_range", "field": "a", "min": -(2**60)}, "min"),
+        ({"type": "value_range", "field": "", "min": 0}, "empty"),
+    ],
+    bound_values=["123456"],
+)
+
+
+def dataset(name: str, *fields: tuple[str, str]) -> DatasetContext:
+    return DatasetContext(
+        urn=f"urn:li:dataset:(urn:li:dataPlatform:snowflake,{name},PROD)",
+        name=name,
+        platform="snowflake",
+        domain=FINANCE,
+        fields=tuple(FieldInfo(name=f, native_type=t.upper(), type=t) for f, t in fields),
+    )
+
+
+class InvalidValuesCases:
+    """What both control types' conformance classes share: the kind installed, an estate."""
+
+    kind_pattern = INVALID_VALUES
+    control_case: ClassVar[ControlCase]
+
+    @pytest.fixture(autouse=True)
+    def _installed(self, kind_installed: None) -> None:
+        """The base suite asks the registry for the kind."""
+
+    def estate(self) -> tuple[InMemoryCatalog, SimilarityQuery]:
+        field = self.control_case.columns["value"]
+        source = dataset("payments", (field, "string"), ("amount", "number"))
+        catalog = InMemoryCatalog(
+            [source, dataset("fx_rates", (field, "string")), dataset("web", ("page", "string"))]
+        )
+        query = SimilarityQuery(
+            pattern=INVALID_VALUES, control=self.control(), source_urn=source.urn
+        )
+        return catalog, query
+
+
+class TestAcceptedValuesControl(InvalidValuesCases, BaseLessonKindConformance):
+    incident = IncidentText(
+        urn="urn:li:incident:currency",
+        title="Unknown currency codes in payments",
+        description="The gateway sent invalid values such as XXX in the currency column.",
+    )
+    control_case = ACCEPTED_VALUES
+    renaming: ClassVar[dict[str, str] | None] = {"currency": "ccy"}
+
+
+class TestValueRangeControl(InvalidValuesCases, BaseLessonKindConformance):
+    incident = IncidentText(
+        urn="urn:li:incident:amounts",
+        title="Negative amounts in refunds",
+        description="A sign bug wrote amount_minor out of range for a day of refunds.",
+    )
+    control_case = VALUE_RANGE
+    renaming: ClassVar[dict[str, str] | None] = {"amount_minor": "amount_cents"}
+
+
+# --- exact counts of the controls ----------------------------------------------------------------
+def result_of(spec: dict[str, Any], path: Path) -> tuple[int, int, list[dict[str, Any]]]:
+    result = run_control(parse_control_spec(spec), path)
+    return result.rows_scanned, result.violation_count, result.sample
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_accepted_values_counts_non_null_unlisted_values_worst_first(
+    tmp_path: Path, snapshot_format: str
+) -> None:
+    rows = [{"status": s} for s in ["ok", "ok", None, None, "", "lost", "gone", "gone", "OK"]]
+    path = write_snapshot(tmp_path / f"s.{snapshot_format}", rows)
+    spec = {"type": "accepted_values", "field": "status", "values": ["ok", "pending", ""]}
+    # CSV reads an empty field as NULL, Parquet keeps the empty text: both accept it
+    assert result_of(spec, path) == (
+        9,
+        4,
+        [
+            {"value": "gone", "occurrences": 2},
+            {"value": "OK", "occurrences": 1},
+            {"value": "lost", "occurrences": 1},
+        ],
+    )
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_accepted_numbers_match_the_same_number_in_any_spelling(
+    tmp_path: Path, snapshot_format: str
+) -> None:
+    rows = [{"code": c} for c in [1.0, 2.5, 3.0, 3.0, None]]
+    path = write_snapshot(tmp_path / f"s.{snapshot_format}", rows)
+    spec = {"type": "accepted_values", "field": "code", "values": [1, 2.5, "4"]}
+    rows_scanned, violations, sample = result_of(spec, path)
+    assert (rows_scanned, violations, [s["occurrences"] for s in sample]) == (5, 2, [2])
+    assert float(sample[0]["value"]) == 3.0
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_a_value_range_counts_values_below_above_and_not_numbers(
+    tmp_path: Path, snapshot_format: str
+) -> None:
+    rows = [{"amount": a} for a in ["-1", "0", "10", "10.5", "11", "n/a", "n/a", None]]
+    path = write_snapshot(tmp_path / f"s.{snapshot_format}", rows)
+    both = {"type": "value_range", "field": "amount", "min": 0, "max": 10.5}
+    assert result_of(both, path) == (
+        8,
+        4,
+        [
+            {"value": "n/a", "occurrences": 2},
+            {"value": "-1", "occurrences": 1},
+            {"value": "11", "occurrences": 1},
+        ],
+    )
+    assert result_of({"type": "value_range", "field": "amount", "min": 0}, path)[1] == 3
+    assert result_of({"type": "value_range", "field": "amount", "max": 10}, path)[1] == 4
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_a_value_range_is_the_same_on_typed_parquet_and_text_csv(tmp_path: Path) -> None:
+    decimals = pa.array(
+        [Decimal("-1.00"), Decimal("0.00"), Decimal("250.00"), None], pa.decimal128(18, 2)
+    )
+    parquet = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"amount": decimals}), parquet)
+    csv = write_snapshot(
+        tmp_path / "text.csv", [{"amount": a} for a in ["-1.00", "0", "250", None]]
+    )
+    spec = {"type": "value_range", "field": "amount", "min": 0, "max": 100}
+    assert result_of(spec, parquet)[:2] == result_of(spec, csv)[:2] == (4, 2)
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_the_sql_binds_every_value() -> None:
+    control = parse_control_spec(
+        {"type": "accepted_values", "field": "ccy", "values": ["EUR'; DROP TABLE t; --", 7]}
+    )
+    query = control.compile(SnapshotFile(Path("x.parquet"), "parquet").relation())
+    assert "DROP" not in query.sql and "7" not in query.sql
+    assert query.params["accepted_texts"] == ["EUR'; DROP TABLE t; --"]
+    assert query.params["accepted_numbers"] == [7.0]
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_describe_is_one_readable_line() -> None:
+    listed = parse_control_spec(
+        {"type": "accepted_values", "field": "ccy", "values": [f"C{i}" for i in range(12)]}
+    )
+    assert listed.describe() == "ccy is one of C0, C1, C2, C3, C4, C5, C6, C7, C8, C9 and 2 more"
+    ranged = parse_control_spec({"type": "value_range", "field": "amount", "min": 0})
+    assert ranged.describe() == "amount is a number of at least 0"
+
+
+# --- evidence from the history -------------------------------------------------------------------
+PAYMENTS_FIELDS = (
+    FieldInfo(name="transaction_id", type="string", is_key=True),
+    FieldInfo(name="currency", type="string"),
+    FieldInfo(name="amount_minor", type="number"),
+)
+INCIDENT = "urn:li:incident:bad-values"
+
+
+def write_history(
+    folder: Path, snapshots: dict[str, list[tuple[str | None, int | None]]], failed: list[str]
+) -> Path:
+    """Snapshots of (currency, amount_minor) rows, each with a new transaction id, CSV for the
+    odd days so the evidence reads both formats; ``failed`` labelled with :data:`INCIDENT`."""
+    for day, (snapshot_id, rows) in enumerate(snapshots.items()):
+        suffix = "csv" if day % 2 else "parquet"
+        records = [
+            {"transaction_id": f"{snapshot_id}-{i}", "currency": c, "amount_minor": a}
+            for i, (c, a) in enumerate(rows)
+        ]
+        write_snapshot(folder / f"{snapshot_id}.{suffix}", records)
+    labels = {"failures": [{"snapshot": s, "incident": INCIDENT} for s in failed]}
+    (folder / "labels.yaml").write_text(yaml.safe_dump(labels))
+    return folder
+
+
+NORMAL_DAY = [("EUR", 1200), ("GBP", 0), ("USD", 9_512_000), (None, None)]
+
+
+def test_new_values_in_the_incident_snapshot_give_the_normal_set(tmp_path: Path) -> None:
+    history = write_history(
+        tmp_path / "payments",
+        {
+            "d1": NORMAL_DAY,
+            "d2": [("EUR", 50), ("EUR", 60)],
+            "d3": [("XXX", 70), ("XXX", 80), ("eur", 90), ("EUR", 10)],
+            "d4": NORMAL_DAY,
+            "d5": [("ZZZ", 5)],  # another incident's failure: neither normal nor this one's
+        },
+        failed=["d3"],
+    )
+    (history / "labels.yaml").write_text(
+        yaml.safe_dump({"failures": [{"snapshot": "d3", "incident": INCIDENT}, {"snapshot": "d5"}]})
+    )
+    [finding] = discover_value_findings(load_history(history), list(PAYMENTS_FIELDS), INCIDENT)
+    assert finding.control == {
+        "type": "accepted_values",
+        "field": "currency",
+        "values": ["EUR", "GBP", "USD"],
+    }
+    assert finding.fact == (
+        "currency holds 3 distinct values in the normal snapshots; d3 has 3 rows with values "
+        "never seen before: 'XXX' (2), 'eur' (1)"
+    )
+
+
+def test_an_incident_leaving_the_normal_range_gives_readable_bounds(tmp_path: Path) -> None:
+    history = write_history(
+        tmp_path / "payments",
+        {"d1": NORMAL_DAY, "d2": [("EUR", -500), ("GBP", 40)], "d3": NORMAL_DAY},
+        failed=["d2"],
+    )
+    [finding] = discover_value_findings(load_history(history), list(PAYMENTS_FIELDS), INCIDENT)
+    # every normal value is >= 0 -> min 0; the normal max 9_512_000 rounds up to 9_600_000
+    assert finding.control == {
+        "type": "value_range",
+        "field": "amount_minor",
+        "min": 0,
+        "max": 9_600_000,
+    }
+    assert finding.fact == (
+        "amount_minor ranges from 0 to 9512000 in the normal snapshots; d2 holds values from "
+        "-500 to 40"
+    )
+
+
+def test_a_high_cardinality_field_or_a_failure_within_bounds_gives_no_finding(
+    tmp_path: Path,
+) -> None:
+    many = [(f"C{i:02d}", 100) for i in range(51)]
+    history = write_history(
+        tmp_path / "payments",
+        {"d1": many, "d2": [("NEW", 9_590_000)], "d3": NORMAL_DAY},
+        failed=["d2"],
+    )
+    # 52 distinct normal currencies: no accepted set; 9_590_000 is within the readable max
+    assert discover_value_findings(load_history(history), list(PAYMENTS_FIELDS), INCIDENT) == []
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_the_draft_follows_the_words_between_two_findings(tmp_path: Path) -> None:
+    history = load_history(
+        write_history(
+            tmp_path / "payments",
+            {"d1": NORMAL_DAY, "d2": [("XXX", -500)], "d3": NORMAL_DAY},
+            failed=["d2"],
+        )
+    )
+    source = dataset("payments", ("currency", "string"), ("amount_minor", "number"))
+    facts = IncidentFacts(source=source, history=history, catalog=InMemoryCatalog([source]))
+
+    def drafted(title: str) -> dict[str, Any] | None:
+        text = IncidentText(urn=INCIDENT, title=title)
+        draft = DeterministicProposer().draft(text, facts)
+        assert draft.failure_pattern == INVALID_VALUES
+        return draft.control
+
+    assert drafted("Unexpected values in payments")["type"] == "accepted_values"
+    assert drafted("Negative amounts in payments")["type"] == "value_range"
