@@ -22,6 +22,7 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.backtest import load_history
+from reflex_actions.backtest.history import History
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.catalog.steward import resolve_incident
@@ -233,7 +234,9 @@ PAYMENTS = dataset(
 )
 
 
-def history_of(folder: Path, snapshots: dict[str, list[dict[str, Any]]], failures: list[str]):
+def history_of(
+    folder: Path, snapshots: dict[str, list[dict[str, Any]]], failures: list[str]
+) -> History:
     for snapshot_id, rows in snapshots.items():
         suffix = "csv" if snapshot_id.endswith("3") else "parquet"
         write_snapshot(folder / f"{snapshot_id}.{suffix}", rows)
