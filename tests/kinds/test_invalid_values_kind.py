@@ -4,6 +4,7 @@ close the embedded loop."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -13,20 +14,37 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.metadata.schema_classes import (
+    AuditStampClass,
+    IncidentInfoClass,
+    IncidentStateClass,
+    IncidentStatusClass,
+    IncidentTypeClass,
+)
 
 from reflex_actions.backtest import load_history
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
+from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import parse_control_spec
+from reflex_actions.demo.estate import DATASETS, dataset_urn
+from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
+from reflex_actions.demo.metadata import estate_mcps
+from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.executor import run_control
+from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds.invalid_values import INVALID_VALUES, discover_value_findings
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
-from reflex_actions.lessons.model import IncidentText
+from reflex_actions.lessons.model import IncidentText, LessonState
 from reflex_actions.similarity import SimilarityQuery
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
+from tests.loop.store import incidents_b, land, store_of, stored_lesson
 from tests.similarity.estate import InMemoryCatalog
 
 ENTRY_POINT = "invalid_values = reflex_actions.kinds.invalid_values:InvalidValuesKind"
@@ -363,3 +381,138 @@ def test_the_draft_follows_the_words_between_two_findings(tmp_path: Path) -> Non
 
     assert drafted("Unexpected values in payments")["type"] == "accepted_values"
     assert drafted("Negative amounts in payments")["type"] == "value_range"
+
+
+# --- the embedded loop ---------------------------------------------------------------------------
+CURRENCY_INCIDENT = "urn:li:incident:reflex-test-unknown-currency"
+PAYMENTS = dataset_urn("finance.payments")
+FX_RATES = dataset_urn("finance.fx_rates")
+CURRENCY_NOTE = "The gateway now rejects unknown currency codes; the XXX rows were reloaded."
+#: dataset -> snapshot id -> currencies of its rows; payments' 2026-09-14 is the incident's
+CURRENCY_HISTORIES = {
+    "finance.payments": {
+        "2026-09-13": ["EUR", "GBP", "USD", None],
+        "2026-09-14": ["EUR", "XXX", "XXX"],
+        "2026-09-15": ["USD", "EUR"],
+    },
+    "finance.fx_rates": {"2026-09-13": ["EUR", "GBP", "USD"], "2026-09-14": ["GBP", "USD"]},
+}
+
+
+def write_currencies(path: Path, dataset: str, currencies: list[str | None]) -> Path:
+    """A snapshot of ``dataset`` with its estate schema: these currencies, NULL elsewhere."""
+    schema = arrow_schema(DATASETS[dataset])
+    columns = [
+        pa.array(currencies, field.type)
+        if field.name == "currency"
+        else pa.nulls(len(currencies), field.type)
+        for field in schema
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_arrays(columns, schema=schema), path)
+    return path
+
+
+def currency_incident() -> MetadataChangeProposalWrapper:
+    stamp = AuditStampClass(time=1789000000000, actor=STEWARD)
+    return MetadataChangeProposalWrapper(
+        entityUrn=CURRENCY_INCIDENT,
+        aspect=IncidentInfoClass(
+            type=IncidentTypeClass.OPERATIONAL,
+            title="Unknown currency codes in finance.payments",
+            description="On 2026-09-14 the gateway sent payments in currency XXX, which the "
+            "ledger could not post.",
+            entities=[PAYMENTS],
+            status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
+            created=stamp,
+        ),
+    )
+
+
+def resolved_currency_incident(workdir: Path) -> Demo:
+    workdir.mkdir()
+    for name, snapshots in CURRENCY_HISTORIES.items():
+        folder = workdir / "snapshots" / name
+        for snapshot_id, currencies in snapshots.items():
+            write_currencies(folder / f"{snapshot_id}.parquet", name, currencies)
+    labels = {"failures": [{"snapshot": "2026-09-14", "incident": CURRENCY_INCIDENT}]}
+    (workdir / "snapshots" / "finance.payments" / "labels.yaml").write_text(yaml.safe_dump(labels))
+    demo = Demo(workdir, say=lambda _: None)
+    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), currency_incident()])
+    demo.react()
+    resolve_incident(demo.catalog, CURRENCY_INCIDENT, CURRENCY_NOTE, STEWARD)
+    demo.react()
+    return demo
+
+
+def landed_currencies(demo: Demo, dataset: str, currencies: list[str | None]) -> None:
+    name = dataset.split(",")[1]
+    folder = demo.workdir / "snapshots" / LANDING_FOLDER / name
+    path = write_currencies(folder / f"{LANDING_DAY.isoformat()}.parquet", name, currencies)
+    land(demo, dataset, path, LANDING_DAY.isoformat())
+    demo.react()
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_an_unknown_currency_closes_the_loop(tmp_path: Path) -> None:
+    demo = resolved_currency_incident(tmp_path / "demo")
+    store = store_of(demo.workdir)
+    try:
+        lesson = demo.lesson(CURRENCY_INCIDENT)
+        assert (lesson.failure_pattern, lesson.proposer.name) == (INVALID_VALUES, "deterministic")
+        assert lesson.control == {
+            "type": "accepted_values",
+            "field": "currency",
+            "values": ["EUR", "GBP", "USD"],
+        }
+        quoted = {(e.source, e.quote) for e in lesson.evidence}
+        assert ("title", "Unknown currency codes in finance.payments") in quoted
+        assert ("resolution_note", CURRENCY_NOTE) in quoted
+        assert (
+            "history",
+            "currency holds 3 distinct values in the normal snapshots; 2026-09-14 has 2 rows "
+            "with values never seen before: 'XXX' (2)",
+        ) in quoted
+
+        demo.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
+        lesson = demo.lesson(CURRENCY_INCIDENT)
+        assert lesson.state is LessonState.PENDING_APPROVAL
+        rows = {
+            match[1]: (match[2], match[3], match[4])
+            for match in re.finditer(
+                r"^\| ([\w.]+) \| (\d\.\d\d) \| (yes|no) \| (.+) \|$", lesson.report, re.M
+            )
+        }
+        # no key signal: whether currency is a key says nothing about the values it may hold
+        assert rows == {
+            "finance.fx_rates": (
+                "0.60",
+                "yes",
+                "shares domain finance; has currency (VARCHAR) like the source; "
+                "same platform snowflake; not yet covered",
+            )
+        }
+        assert "- finance.ledger_entries: missing field currency" in lesson.report
+        assert (
+            "**Recommended scope** (2 datasets): precision 100%, recall 100%, 1 labelled "
+            "failures caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
+        ) in lesson.report
+
+        demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
+        lesson = demo.lesson(CURRENCY_INCIDENT)
+        assert lesson.state is LessonState.PUBLISHED
+        assert set(lesson.published_scope) == {PAYMENTS, FX_RATES}
+
+        landed_currencies(demo, PAYMENTS, ["EUR", None, "GBP"])  # a normal load passes
+        landed_currencies(demo, FX_RATES, ["EUR", "XXX", "XXX", "CHF", None])  # elsewhere
+        assert incidents_b(store, PAYMENTS) == {}
+        [(incident, info)] = incidents_b(store, FX_RATES).items()
+        assert info.source is not None
+        assert info.source.sourceUrn == assertion_urn(lesson.urn, FX_RATES)
+        assert f"learned from incident {CURRENCY_INCIDENT}" in (info.description or "")
+        assert "3 violation(s) in 5 row(s)" in (info.description or "")
+        [recurrence] = stored_lesson(store, lesson.urn).recurrences
+        assert (recurrence.incident, recurrence.dataset) == (incident, FX_RATES)
+        assert recurrence.snapshot == LANDING_DAY.isoformat()
+    finally:
+        demo.catalog.close()
