@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 import tests.conformance
+import tests.kinds
 from reflex_actions.controls import known_controls, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
@@ -22,9 +23,10 @@ from tests.conftest import write_snapshot
 
 
 def test_every_registered_kind_passes_the_kind_suite_for_each_of_its_controls() -> None:
-    for module in pkgutil.iter_modules(tests.conformance.__path__):
-        if module.name.startswith("test_"):
-            importlib.import_module(f"tests.conformance.{module.name}")
+    for package in (tests.conformance, tests.kinds):
+        for module in pkgutil.iter_modules(package.__path__):
+            if module.name.startswith("test_"):
+                importlib.import_module(f"{package.__name__}.{module.name}")
     covered: dict[str, set[str]] = {}
     for suite in BaseLessonKindConformance.__subclasses__():
         covered.setdefault(suite.kind_pattern, set()).add(suite.control_case.type_name)

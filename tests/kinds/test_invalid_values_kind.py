@@ -5,7 +5,6 @@ close the embedded loop."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
@@ -48,16 +47,13 @@ from tests.conftest import write_snapshot
 from tests.loop.store import incidents_b, land, store_of, stored_lesson
 from tests.similarity.estate import InMemoryCatalog
 
-ENTRY_POINT = "invalid_values = reflex_actions.kinds.invalid_values:InvalidValuesKind"
 FINANCE = "urn:li:domain:finance"
 
 
 @pytest.fixture
-def kind_installed(install_kinds: Callable[..., None]) -> None:
-    """The kind through its entry point, until the package's own metadata registers it (a
-    second registration of one pattern is an error)."""
-    if INVALID_VALUES not in {kind.pattern for kind in registered_kinds()}:
-        install_kinds(ENTRY_POINT)
+def kind_installed() -> None:
+    """The kind is built in: registered through the package's own metadata."""
+    assert INVALID_VALUES in {kind.pattern for kind in registered_kinds()}
 
 
 ACCEPTED_VALUES = ControlCase(

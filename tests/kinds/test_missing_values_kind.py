@@ -46,14 +46,13 @@ from tests.kinds.conftest import ENTRY_POINT as EMPTY_TABLE_ENTRY_POINT
 from tests.loop.store import incidents_b, land, store_of, stored_lesson
 from tests.similarity.estate import InMemoryCatalog
 
-ENTRY_POINT = "missing_values = reflex_actions.kinds.missing_values:MissingValuesKind"
 FINANCE = "urn:li:domain:finance"
 
 
 @pytest.fixture(autouse=True)
-def missing_values_installed(install_kinds: Callable[..., None]) -> None:
-    """This kind, and the empty-table kind whose "missing rows" it must not steal."""
-    install_kinds(ENTRY_POINT, EMPTY_TABLE_ENTRY_POINT)
+def empty_table_installed(install_kinds: Callable[..., None]) -> None:
+    """The empty-table kind beside this built-in one, whose "missing rows" it must not steal."""
+    install_kinds(EMPTY_TABLE_ENTRY_POINT)
 
 
 NOT_NULL = ControlCase(
