@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
-from reflex_actions.errors import ReflexError
+from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.snapshots import FORMATS_BY_SUFFIX, SnapshotFile
 
 LABELS_FILE = "labels.yaml"
@@ -70,6 +71,20 @@ class History:
     folder: Path
     snapshots: tuple[SnapshotFile, ...]
     labels: dict[str, FailureLabel]
+
+    def snapshots_with(
+        self, con: duckdb.DuckDBPyConnection, columns: list[str]
+    ) -> list[SnapshotFile]:
+        """The snapshots that can be read and have these columns: drifted or unreadable ones say
+        nothing about them (evidence gathering skips them)."""
+        usable = []
+        for snapshot in self.snapshots:
+            try:
+                snapshot.check_columns(con, columns)
+            except SnapshotError:
+                continue
+            usable.append(snapshot)
+        return usable
 
     def labels_without_snapshot(self) -> list[str]:
         """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""

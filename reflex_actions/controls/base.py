@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.errors import ControlSpecError
@@ -84,3 +84,52 @@ class Control(BaseModel, ABC):
     @abstractmethod
     def describe(self) -> str:
         """One line a steward reads, e.g. ``transaction_id is unique``."""
+
+
+def column_list(value: list[str] | None, what: str) -> list[str] | None:
+    """A list of distinct, valid column names (``what`` names the spec key in errors)."""
+    if value is None:
+        return None
+    for name in value:
+        validate_column_name(name)
+    if len(set(value)) != len(value):
+        twice = next(name for name in value if value.count(name) > 1)
+        raise ValueError(f"{what} lists the column {excerpt(twice)} twice")
+    return value
+
+
+class FieldsControl(Control):
+    """A control over one column (``field``) or several (``fields``): exactly one is given."""
+
+    field: str | None = None
+    fields: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_ITEMS)
+
+    #: what ``fields`` are, in the error when neither or both are given
+    fields_are: ClassVar[str] = "columns"
+
+    @field_validator("field")
+    @classmethod
+    def _check_field(cls, value: str | None) -> str | None:
+        return None if value is None else validate_column_name(value)
+
+    @field_validator("fields")
+    @classmethod
+    def _check_fields(cls, value: list[str] | None) -> list[str] | None:
+        return column_list(value, "fields")
+
+    @model_validator(mode="after")
+    def _exactly_one_of_field_or_fields(self) -> FieldsControl:
+        if (self.field is None) == (self.fields is None):
+            raise ValueError(
+                f"give exactly one of 'field' (a column) or 'fields' ({self.fields_are})"
+            )
+        return self
+
+    @property
+    def listed_fields(self) -> list[str]:
+        return [self.field] if self.field is not None else list(self.fields or [])
+
+    def renamed_fields(self, mapping: dict[str, str]) -> dict[str, Any]:
+        """``field`` or ``fields`` renamed (source -> dataset field), as spec keys."""
+        renamed = [mapping.get(name, name) for name in self.listed_fields]
+        return {"field": renamed[0]} if self.field is not None else {"fields": renamed}

@@ -8,60 +8,27 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
-
-from reflex_actions.bounded import excerpt
-from reflex_actions.controls.base import (
-    MAX_LIST_ITEMS,
-    Control,
-    count_field,
-    validate_column_name,
-)
+from reflex_actions.controls.base import FieldsControl, count_field
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 
 
-class UniquenessControl(Control):
+class UniquenessControl(FieldsControl):
     type: Literal["uniqueness"] = "uniqueness"
-    field: str | None = None
-    fields: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_ITEMS)
     max_duplicate_count: int = count_field(default=0)
 
     violation_unit: ClassVar[str] = "duplicate rows"
-
-    @field_validator("field")
-    @classmethod
-    def _check_field(cls, value: str | None) -> str | None:
-        return None if value is None else validate_column_name(value)
-
-    @field_validator("fields")
-    @classmethod
-    def _check_fields(cls, value: list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        for name in value:
-            validate_column_name(name)
-        if len(set(value)) != len(value):
-            twice = next(name for name in value if value.count(name) > 1)
-            raise ValueError(f"fields lists the column {excerpt(twice)} twice")
-        return value
-
-    @model_validator(mode="after")
-    def _exactly_one_key(self) -> UniquenessControl:
-        if (self.field is None) == (self.fields is None):
-            raise ValueError("give exactly one of 'field' (a column) or 'fields' (a composite key)")
-        return self
+    fields_are: ClassVar[str] = "a composite key"
 
     @property
     def key_fields(self) -> list[str]:
-        return [self.field] if self.field is not None else list(self.fields or [])
+        return self.listed_fields
 
     def required_columns(self) -> list[str]:
         return self.key_fields
 
     def with_dataset_fields(self, mapping: dict[str, str]) -> UniquenessControl:
-        renamed = [mapping.get(name, name) for name in self.key_fields]
-        key = {"field": renamed[0]} if self.field is not None else {"fields": renamed}
-        return UniquenessControl.model_validate({**self.model_dump(exclude_none=True), **key})
+        spec = {**self.model_dump(exclude_none=True), **self.renamed_fields(mapping)}
+        return UniquenessControl.model_validate(spec)
 
     def allowed_violations(self) -> int:
         return self.max_duplicate_count

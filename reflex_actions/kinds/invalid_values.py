@@ -28,7 +28,6 @@ from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import validate_column_name
-from reflex_actions.errors import SnapshotError
 from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
@@ -37,7 +36,7 @@ from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Signal, SimilarityQuery
-from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
+from reflex_actions.snapshots import FILE_COLUMN, files_relation
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 from reflex_actions.vocabulary import display_name
 
@@ -297,13 +296,7 @@ def _shown(value: float | None) -> str:
 def _profiles(history: History, names: list[str], failures: set[str]) -> dict[str, _FieldProfile]:
     """Each field's values over the normal and the failure snapshots, in one DuckDB query."""
     con = duckdb.connect()
-    usable: list[SnapshotFile] = []
-    for snapshot in history.snapshots:
-        try:
-            snapshot.check_columns(con, names)
-            usable.append(snapshot)
-        except SnapshotError:
-            continue  # drifted or unreadable snapshots say nothing about the values
+    usable = history.snapshots_with(con, names)
     # snapshots labelled with other failures are neither normal nor this incident's
     normal = [s.read_path for s in usable if s.snapshot_id not in history.labels]
     failed = [s.read_path for s in usable if s.snapshot_id in failures]

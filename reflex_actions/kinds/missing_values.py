@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import duckdb
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from reflex_actions.backtest.history import History
-from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
-from reflex_actions.controls.base import MAX_LIST_ITEMS, Control, validate_column_name
-from reflex_actions.errors import SnapshotError
+from reflex_actions.controls.base import MAX_LIST_ITEMS, FieldsControl, column_list
 from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
@@ -29,7 +27,7 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
-from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
+from reflex_actions.snapshots import FILE_COLUMN, files_relation
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 from reflex_actions.vocabulary import display_name
 
@@ -42,19 +40,7 @@ NULL_WORDS = re.compile(
 )
 
 
-def _column_list(value: list[str] | None, what: str) -> list[str] | None:
-    """A list of distinct, valid column names (``what`` names the spec key in errors)."""
-    if value is None:
-        return None
-    for name in value:
-        validate_column_name(name)
-    if len(set(value)) != len(value):
-        twice = next(name for name in value if value.count(name) > 1)
-        raise ValueError(f"{what} lists the column {excerpt(twice)} twice")
-    return value
-
-
-class NotNullControl(Control):
+class NotNullControl(FieldsControl):
     """The listed field(s) hold a value in every row, or in all but ``max_null_fraction`` of them.
 
     A violation is a row where a listed field IS NULL. The control's pass rule is an allowed
@@ -63,38 +49,20 @@ class NotNullControl(Control):
     """
 
     type: Literal["not_null"] = "not_null"
-    field: str | None = None
-    fields: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_ITEMS)
     #: the columns whose values identify a sampled row (default: the checked fields)
     key: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_ITEMS)
     max_null_fraction: float = Field(default=0.0, ge=0.0, le=1.0, strict=True)
 
     violation_unit: ClassVar[str] = "rows with a NULL beyond the allowed fraction"
 
-    @field_validator("field")
-    @classmethod
-    def _check_field(cls, value: str | None) -> str | None:
-        return None if value is None else validate_column_name(value)
-
-    @field_validator("fields")
-    @classmethod
-    def _check_fields(cls, value: list[str] | None) -> list[str] | None:
-        return _column_list(value, "fields")
-
     @field_validator("key")
     @classmethod
     def _check_key(cls, value: list[str] | None) -> list[str] | None:
-        return _column_list(value, "key")
-
-    @model_validator(mode="after")
-    def _exactly_one_of_field_or_fields(self) -> NotNullControl:
-        if (self.field is None) == (self.fields is None):
-            raise ValueError("give exactly one of 'field' (a column) or 'fields' (columns)")
-        return self
+        return column_list(value, "key")
 
     @property
     def checked_fields(self) -> list[str]:
-        return [self.field] if self.field is not None else list(self.fields or [])
+        return self.listed_fields
 
     @property
     def sample_key(self) -> list[str]:
@@ -104,14 +72,12 @@ class NotNullControl(Control):
         return list(dict.fromkeys([*self.checked_fields, *self.sample_key]))
 
     def with_dataset_fields(self, mapping: dict[str, str]) -> NotNullControl:
-        def renamed(names: list[str]) -> list[str]:
-            return [mapping.get(name, name) for name in names]
-
-        checked = renamed(self.checked_fields)
-        spec: dict[str, Any] = {**self.model_dump(exclude_none=True)}
-        spec.update({"field": checked[0]} if self.field is not None else {"fields": checked})
+        spec: dict[str, Any] = {
+            **self.model_dump(exclude_none=True),
+            **self.renamed_fields(mapping),
+        }
         if self.key is not None:
-            spec["key"] = renamed(self.key)
+            spec["key"] = [mapping.get(name, name) for name in self.key]
         return NotNullControl.model_validate(spec)
 
     def allowed_violations(self) -> int:
@@ -195,13 +161,7 @@ def discover_null_fields(
     if not failures or not candidates:
         return []
     con = duckdb.connect()
-    usable: list[SnapshotFile] = []
-    for snapshot in history.snapshots:
-        try:
-            snapshot.check_columns(con, candidates)
-            usable.append(snapshot)
-        except SnapshotError:
-            continue  # drifted or unreadable snapshots say nothing about the field
+    usable = history.snapshots_with(con, candidates)
     if not usable:
         return []
     relation = files_relation(usable, candidates)

@@ -13,8 +13,7 @@ import duckdb
 
 from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import FieldInfo
-from reflex_actions.errors import SnapshotError
-from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
+from reflex_actions.snapshots import FILE_COLUMN, files_relation
 from reflex_actions.sql import quote_identifier
 
 #: DataHub type classes that can hold an identifier.
@@ -43,13 +42,7 @@ def discover_keys(history: History, fields: list[FieldInfo], incident_urn: str) 
     if not failures or not candidates:
         return []
     con = duckdb.connect()
-    usable: list[SnapshotFile] = []
-    for snapshot in history.snapshots:
-        try:
-            snapshot.check_columns(con, candidates)
-            usable.append(snapshot)
-        except SnapshotError:
-            continue  # drifted or unreadable snapshots say nothing about the key
+    usable = history.snapshots_with(con, candidates)
     if not usable:
         return []
     relation = files_relation(usable, candidates)
