@@ -58,10 +58,10 @@ Number = (
 )
 Text = Annotated[str, Strict(), StringConstraints(max_length=MAX_VALUE_CHARS)]
 
-#: A row's value as the text both controls compare.
+#: A row's value as the text both controls compare ({column} is the quoted column).
 VALUE_AS_TEXT = "CAST({column} AS VARCHAR)"
-#: That text read as a number (NULL when it is not one).
-VALUE_AS_NUMBER = "TRY_CAST(value AS DOUBLE)"
+#: That value read as a number (NULL when it is not one): the same number as its text reads as.
+VALUE_AS_NUMBER = "TRY_CAST({column} AS DOUBLE)"
 
 
 class FieldValuesControl(Control):
@@ -79,8 +79,8 @@ class FieldValuesControl(Control):
 
     @abstractmethod
     def offending(self) -> tuple[str, dict[str, Any]]:
-        """The SQL condition on ``value`` (the row's text, never NULL) that makes it invalid,
-        and the parameters it binds."""
+        """The SQL condition on a non-NULL value that makes it invalid, written with ``{text}``
+        (its text) and ``{number}`` (it as a number), and the parameters it binds."""
 
     def required_columns(self) -> list[str]:
         return [self.field]
@@ -93,26 +93,47 @@ class FieldValuesControl(Control):
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        condition, params = self.offending()
-        text = VALUE_AS_TEXT.format(column=quote_identifier(self.field))
+        """Each row is judged once; only the offending values are grouped for the sample (a
+        wide column is never grouped whole)."""
+        template, params = self.offending()
+        column = quote_identifier(self.field)
+        condition = template.format(
+            text=VALUE_AS_TEXT.format(column=column), number=VALUE_AS_NUMBER.format(column=column)
+        )
+        part = quote_identifier(relation.partition_column) if relation.partition_column else ""
+        by_partition = f"\nGROUP BY {part}" if part else ""
+        joined = (
+            f"totals LEFT JOIN samples USING ({part})\nORDER BY {part}"
+            if part
+            else ("totals, samples")
+        )
         sql = f"""WITH snapshot AS (
 {indent(relation.sql)}
 ),
-value_counts AS (
-    SELECT {relation.partition_select()}{text} AS value, count(*) AS occurrences
+flagged AS (
+    SELECT {relation.partition_select()}{column} AS raw,
+        {column} IS NOT NULL AND ({condition}) AS invalid
     FROM snapshot
+),
+totals AS (
+    SELECT {relation.partition_select()}count(*)::BIGINT AS rows_scanned,
+        count(*) FILTER (WHERE invalid)::BIGINT AS violation_count
+    FROM flagged{by_partition}
+),
+offending AS (
+    SELECT {relation.partition_select()}{VALUE_AS_TEXT.format(column="raw")} AS value,
+        count(*) AS occurrences
+    FROM flagged
+    WHERE invalid
     GROUP BY ALL
 ),
-judged AS (
-    SELECT *, value IS NOT NULL AND ({condition}) AS invalid
-    FROM value_counts
+samples AS (
+    SELECT {relation.partition_select()}(list(row(value, occurrences)
+        ORDER BY occurrences DESC, value))[1:$sample_size] AS sample
+    FROM offending{by_partition}
 )
-SELECT
-    {relation.partition_select()}coalesce(sum(occurrences), 0)::BIGINT AS rows_scanned,
-    coalesce(sum(occurrences) FILTER (WHERE invalid), 0)::BIGINT AS violation_count,
-    (list(row(value, occurrences) ORDER BY occurrences DESC, value)
-        FILTER (WHERE invalid))[1:$sample_size] AS sample
-FROM judged{relation.partition_suffix()}"""
+SELECT {relation.partition_select()}rows_scanned, violation_count, sample
+FROM {joined}"""
         return CompiledQuery(
             sql=sql, params={**relation.params, **params, "sample_size": sample_size}
         )
@@ -145,10 +166,10 @@ class AcceptedValuesControl(FieldValuesControl):
         numbers = [float(value) for value in self.values if not isinstance(value, str)]
         accepted, params = [], {}
         if texts:
-            accepted.append("list_contains($accepted_texts, value)")
+            accepted.append("list_contains($accepted_texts, {text})")
             params["accepted_texts"] = texts
         if numbers:
-            accepted.append(f"coalesce(list_contains($accepted_numbers, {VALUE_AS_NUMBER}), false)")
+            accepted.append("coalesce(list_contains($accepted_numbers, {number}), false)")
             params["accepted_numbers"] = numbers
         return f"NOT ({' OR '.join(accepted)})", params
 
@@ -177,10 +198,10 @@ class ValueRangeControl(FieldValuesControl):
     def offending(self) -> tuple[str, dict[str, Any]]:
         within, params = [], {}
         if self.min is not None:
-            within.append(f"{VALUE_AS_NUMBER} >= $min")
+            within.append("{number} >= $min")
             params["min"] = float(self.min)
         if self.max is not None:
-            within.append(f"{VALUE_AS_NUMBER} <= $max")
+            within.append("{number} <= $max")
             params["max"] = float(self.max)
         return f"NOT coalesce({' AND '.join(within)}, false)", params
 
@@ -316,7 +337,7 @@ cells AS (
     {cells}
 ),
 value_counts AS (
-    SELECT field, value, {VALUE_AS_NUMBER} AS number,
+    SELECT field, value, {VALUE_AS_NUMBER.format(column="value")} AS number,
         count(*) FILTER (WHERE list_contains($normal_files, file)) AS normal_rows,
         count(*) FILTER (WHERE list_contains($failed_files, file)) AS failed_rows
     FROM cells

@@ -84,28 +84,39 @@ class NotNullControl(FieldsControl):
         return 0  # the fraction is applied in the query, where the row count is known
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
+        """Counts in one pass over the rows; only rows with a NULL are read for the examples."""
         partition = relation.partition_select()
+        part = quote_identifier(relation.partition_column) if relation.partition_column else ""
         key_list = ", ".join(quote_identifier(name) for name in self.sample_key)
-        is_null = ", ".join(f"{quote_identifier(name)} IS NULL" for name in self.checked_fields)
-        null_counts = ", ".join(
-            f"count(*) FILTER (WHERE is_null[{position}])"
-            for position in range(1, len(self.checked_fields) + 1)
+        checked = [quote_identifier(name) for name in self.checked_fields]
+        any_null = " OR ".join(f"{name} IS NULL" for name in checked)
+        is_null = ", ".join(f"{name} IS NULL" for name in checked)
+        null_counts = ", ".join(f"count(*) FILTER (WHERE {name} IS NULL)" for name in checked)
+        by_partition = f"\nGROUP BY {part}" if part else ""
+        window = f"PARTITION BY {part} " if part else ""
+        joined = (
+            f"counted LEFT JOIN examples USING ({part})\nORDER BY {part}"
+            if part
+            else ("counted, examples")
         )
         sql = f"""WITH snapshot AS (
 {indent(relation.sql)}
 ),
-checked AS (
-    SELECT {partition}{key_list}, [{is_null}] AS is_null
-    FROM snapshot
-),
 counted AS (
-    SELECT
-        {partition}count(*)::BIGINT AS rows_scanned,
-        count(*) FILTER (WHERE list_bool_or(is_null))::BIGINT AS null_rows,
-        [{null_counts}] AS null_counts,
-        arg_min(row({key_list}, is_null), row({key_list}, is_null), $sample_size)
-            FILTER (WHERE list_bool_or(is_null)) AS examples
-    FROM checked{relation.partition_suffix()}
+    SELECT {partition}count(*)::BIGINT AS rows_scanned,
+        count(*) FILTER (WHERE {any_null})::BIGINT AS null_rows,
+        [{null_counts}] AS null_counts
+    FROM snapshot{by_partition}
+),
+first_nulls AS (
+    SELECT {partition}row({key_list}, [{is_null}]) AS example
+    FROM snapshot
+    WHERE {any_null}
+    QUALIFY row_number() OVER ({window}ORDER BY {key_list}, [{is_null}]) <= $sample_size
+),
+examples AS (
+    SELECT {partition}list(example) AS examples
+    FROM first_nulls{by_partition}
 )
 SELECT
     {partition}rows_scanned,
@@ -115,7 +126,7 @@ SELECT
         SELECT list(row(example, null_counts) ORDER BY example)
         FROM unnest(examples) AS listed(example)
     ) AS sample
-FROM counted"""
+FROM {joined}"""
         params = {
             **relation.params,
             "sample_size": sample_size,
