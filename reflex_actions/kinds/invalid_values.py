@@ -166,10 +166,10 @@ class AcceptedValuesControl(FieldValuesControl):
         numbers = [float(value) for value in self.values if not isinstance(value, str)]
         accepted, params = [], {}
         if texts:
-            accepted.append("list_contains($accepted_texts, {text})")
+            accepted.append("{text} = ANY($accepted_texts)")
             params["accepted_texts"] = texts
         if numbers:
-            accepted.append("coalesce(list_contains($accepted_numbers, {number}), false)")
+            accepted.append("coalesce({number} = ANY($accepted_numbers), false)")
             params["accepted_numbers"] = numbers
         return f"NOT ({' OR '.join(accepted)})", params
 

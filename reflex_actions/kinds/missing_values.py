@@ -93,13 +93,19 @@ class NotNullControl(FieldsControl):
         is_null = ", ".join(f"{name} IS NULL" for name in checked)
         null_counts = ", ".join(f"count(*) FILTER (WHERE {name} IS NULL)" for name in checked)
         by_partition = f"\nGROUP BY {part}" if part else ""
-        window = f"PARTITION BY {part} " if part else ""
+        order = f"{key_list}, [{is_null}]"
+        # a limit reads only the first NULL rows; per partition (a backtest) a window is needed
+        first = (
+            f"QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY {order}) <= $sample_size"
+            if part
+            else f"ORDER BY {order}\n    LIMIT $sample_size"
+        )
         joined = (
             f"counted LEFT JOIN examples USING ({part})\nORDER BY {part}"
             if part
             else ("counted, examples")
         )
-        sql = f"""WITH snapshot AS (
+        sql = f"""WITH snapshot AS NOT MATERIALIZED (
 {indent(relation.sql)}
 ),
 counted AS (
@@ -112,7 +118,7 @@ first_nulls AS (
     SELECT {partition}row({key_list}, [{is_null}]) AS example
     FROM snapshot
     WHERE {any_null}
-    QUALIFY row_number() OVER ({window}ORDER BY {key_list}, [{is_null}]) <= $sample_size
+    {first}
 ),
 examples AS (
     SELECT {partition}list(example) AS examples
