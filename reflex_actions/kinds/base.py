@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol
 
 from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.controls import Control
+from reflex_actions.errors import ReflexError
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.similarity.config import SimilarityConfig
@@ -128,7 +129,7 @@ class LessonKind(ABC):
         self, control: Control, dataset: DatasetContext, reader: MetadataReader
     ) -> list[dict[str, Any]]:
         """The rows its control is run on for ``dataset`` when an owner's status changes."""
-        raise NotImplementedError(f"{self.pattern} is not evaluated on a user's status")
+        raise ReflexError(f"lesson kind {self.pattern} is not evaluated on a user's status")
 
     def owner_change(
         self, control: Control, dataset: DatasetContext, departed: str, reader: MetadataReader
