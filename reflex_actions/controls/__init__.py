@@ -25,6 +25,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_SPEC_CHARS",
     "Control",
+    "control_spec",
     "dump_control_line",
     "dump_control_yaml",
     "known_controls",
@@ -108,14 +109,16 @@ def load_control_spec(path: str | Path) -> Control:
         raise ControlSpecError(f"{spec_path}: {error}") from None
 
 
-def _spec_data(control: Control) -> dict[str, Any]:
+def control_spec(control: Control) -> dict[str, Any]:
+    """The canonical spec of a control as a mapping: its type and every non-default field (how
+    a lesson stores its control, and what an approval is compared on)."""
     data = control.model_dump(mode="json", exclude_defaults=True)
     return {"type": control.type, **data}
 
 
 def dump_control_yaml(control: Control) -> str:
     """The canonical YAML text of a control spec (defaults omitted, keys in model order)."""
-    return yaml.safe_dump(_spec_data(control), sort_keys=False)
+    return yaml.safe_dump(control_spec(control), sort_keys=False)
 
 
 class _OneLineDumper(yaml.SafeDumper):
@@ -138,7 +141,7 @@ def dump_control_line(control: Control) -> str:
     in a one-line input that strips newlines, and this form has none to lose.
     """
     text = yaml.dump(
-        _spec_data(control),
+        control_spec(control),
         Dumper=_OneLineDumper,
         default_flow_style=True,
         sort_keys=False,

@@ -7,7 +7,7 @@ import logging
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.controls import Control, parse_control_spec, parse_control_yaml
+from reflex_actions.controls import Control, control_spec, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.assertions import assertion_mcp
 from reflex_actions.handlers.change import AspectChange
@@ -95,7 +95,7 @@ def _event_control(change: AspectChange) -> dict[str, object] | None:
         control = parse_control_yaml(as_text(change.property_values(CONTROL_SPEC)))
     except ControlSpecError:
         return None
-    return {"type": control.type, **control.model_dump(mode="json", exclude_defaults=True)}
+    return control_spec(control)
 
 
 def _judge_repeated_approval(lesson: Lesson, change: AspectChange, scope: list[str]) -> None:

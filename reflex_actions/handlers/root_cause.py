@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from reflex_actions.catalog.base import CatalogError
-from reflex_actions.controls import dump_control_yaml, parse_control_yaml
+from reflex_actions.controls import control_spec, dump_control_yaml, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
@@ -67,10 +67,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
         return str(error)
     lesson.failure_pattern = pattern
     lesson.root_cause = root_cause
-    lesson.control = {
-        "type": control.type,
-        **control.model_dump(mode="json", exclude_defaults=True),
-    }
+    lesson.control = control_spec(control)
     lesson.validation_error = None
     move(lesson, LessonState.CONFIRMED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "CONFIRMED"
