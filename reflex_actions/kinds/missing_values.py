@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import duckdb
 from pydantic import Field, field_validator
 
 from reflex_actions.backtest.history import History
@@ -20,14 +19,13 @@ from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls.base import MAX_LIST_ITEMS, FieldsControl, column_list
 from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
-from reflex_actions.lessons.key_discovery import failure_snapshots
+from reflex_actions.lessons.key_discovery import fields_broken_in_failures
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
-from reflex_actions.snapshots import FILE_COLUMN, files_relation
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 from reflex_actions.vocabulary import display_name
 
@@ -173,38 +171,15 @@ def discover_null_fields(
 ) -> list[NullFinding]:
     """Fields with no NULL in every normal snapshot and NULLs in a failure snapshot, counted in
     one DuckDB query over the history. Empty without a labelled failure or readable snapshot."""
-    failures = set(failure_snapshots(history, incident_urn))
-    candidates = [f.name for f in fields]
-    if not failures or not candidates:
-        return []
-    con = duckdb.connect()
-    usable = history.snapshots_with(con, candidates)
-    if not usable:
-        return []
-    relation = files_relation(usable, candidates)
-    nulls = ", ".join(
-        f"count(*) FILTER (WHERE {quote_identifier(name)} IS NULL)" for name in candidates
-    )
-    sql = (
-        f"WITH snapshot AS ({relation.sql}) "
-        f"SELECT {quote_identifier(FILE_COLUMN)}, {nulls} FROM snapshot GROUP BY 1"
-    )
-    try:
-        rows = con.execute(sql, relation.params).fetchall()
-    except duckdb.Error:
-        return []
-    ids = {str(s.path): s.snapshot_id for s in usable}
-    findings = []
-    for index, name in enumerate(candidates):
-        null_rows = {ids[row[0]]: row[1 + index] for row in rows}
-        # snapshots labelled with other failures are neither normal nor this incident's
-        normal = [sid for sid in null_rows if sid not in history.labels]
-        failed = tuple(sorted(sid for sid in null_rows if sid in failures and null_rows[sid] > 0))
-        if failed and normal and all(null_rows[sid] == 0 for sid in normal):
-            findings.append(
-                NullFinding(name, failed, sum(null_rows[sid] for sid in failed), len(normal))
-            )
-    return findings
+    return [
+        NullFinding(*found)
+        for found in fields_broken_in_failures(
+            history,
+            incident_urn,
+            [f.name for f in fields],
+            lambda column: f"count(*) FILTER (WHERE {column} IS NULL)",
+        )
+    ]
 
 
 class MissingValuesKind(LessonKind):

@@ -7,6 +7,7 @@ DuckDB query.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
@@ -34,11 +35,17 @@ def failure_snapshots(history: History, incident_urn: str) -> list[str]:
     return sorted(own or history.labels)
 
 
-def discover_keys(history: History, fields: list[FieldInfo], incident_urn: str) -> list[KeyFinding]:
-    """Fields unique in every normal snapshot and duplicated in a failure snapshot, key-flagged
-    fields first. Empty when the history has no labelled failure or no readable snapshot."""
+def fields_broken_in_failures(
+    history: History,
+    incident_urn: str,
+    candidates: list[str],
+    offending: Callable[[str], str],
+) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """(field, failure snapshots, offending rows there, normal snapshots) for each candidate
+    field whose offending-row count — the SQL aggregate ``offending(quoted column)`` — is 0 in
+    every normal snapshot and above 0 in a failure snapshot of this incident. One DuckDB query
+    over the history; empty without a labelled failure or a readable snapshot."""
     failures = set(failure_snapshots(history, incident_urn))
-    candidates = [f.name for f in fields if f.type in KEY_TYPES]
     if not failures or not candidates:
         return []
     con = duckdb.connect()
@@ -46,26 +53,38 @@ def discover_keys(history: History, fields: list[FieldInfo], incident_urn: str) 
     if not usable:
         return []
     relation = files_relation(usable, candidates)
-    distinct = ", ".join(f"count(DISTINCT {quote_identifier(name)})" for name in candidates)
+    counts = ", ".join(offending(quote_identifier(name)) for name in candidates)
     sql = (
         f"WITH snapshot AS ({relation.sql}) "
-        f"SELECT {quote_identifier(FILE_COLUMN)}, count(*), {distinct} "
-        f"FROM snapshot GROUP BY 1"
+        f"SELECT {quote_identifier(FILE_COLUMN)}, {counts} FROM snapshot GROUP BY 1"
     )
     try:
         rows = con.execute(sql, relation.params).fetchall()
     except duckdb.Error:
         return []
     ids = {str(s.path): s.snapshot_id for s in usable}
-    findings = []
+    found = []
     for index, name in enumerate(candidates):
-        duplicates = {ids[row[0]]: row[1] - row[2 + index] for row in rows}
+        offending_rows = {ids[row[0]]: row[1 + index] for row in rows}
         # snapshots labelled with other failures are neither normal nor this incident's
-        normal = [sid for sid in duplicates if sid not in history.labels]
-        failed = tuple(sorted(sid for sid in duplicates if sid in failures and duplicates[sid] > 0))
-        if failed and normal and all(duplicates[sid] == 0 for sid in normal):
-            findings.append(
-                KeyFinding(name, failed, sum(duplicates[sid] for sid in failed), len(normal))
-            )
+        normal = [sid for sid in offending_rows if sid not in history.labels]
+        failed = tuple(
+            sorted(sid for sid in offending_rows if sid in failures and offending_rows[sid] > 0)
+        )
+        if failed and normal and all(offending_rows[sid] == 0 for sid in normal):
+            found.append((name, failed, sum(offending_rows[sid] for sid in failed), len(normal)))
+    return found
+
+
+def discover_keys(history: History, fields: list[FieldInfo], incident_urn: str) -> list[KeyFinding]:
+    """Fields unique in every normal snapshot and duplicated in a failure snapshot, key-flagged
+    fields first. Empty when the history has no labelled failure or no readable snapshot."""
+    candidates = [f.name for f in fields if f.type in KEY_TYPES]
+    findings = [
+        KeyFinding(*found)
+        for found in fields_broken_in_failures(
+            history, incident_urn, candidates, lambda column: f"count(*) - count(DISTINCT {column})"
+        )
+    ]
     key_flagged = {f.name for f in fields if f.is_key}
     return sorted(findings, key=lambda k: (k.field not in key_flagged, k.field))
