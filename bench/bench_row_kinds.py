@@ -27,9 +27,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_uniqueness import load_average, max_rss_mb
+from bench_uniqueness import load_average, max_rss_mb, run_stats, spawn
 from machine import machine_info
 
 NULL_EVERY = 1000  # account_id is NULL in one row per this many (0.1 %)
@@ -292,15 +289,6 @@ def worker(run_name: str, path: Path) -> dict[str, Any]:
     }
 
 
-def spawn(run_name: str, path: Path) -> dict[str, Any]:
-    """Run one approach in a fresh interpreter and parse its JSON report."""
-    command = [sys.executable, __file__, "--worker", run_name, "--snapshot", str(path)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"worker {run_name} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @dataclass
 class Summary:
     violations: int
@@ -315,16 +303,7 @@ class Summary:
 def summarise(run_name: str, reports: list[dict[str, Any]]) -> Summary:
     found = {report["violations"] for report in reports}
     assert len(found) == 1, f"{run_name} found different violation counts across runs: {found}"
-    walls = [report["seconds"] for report in reports]
-    return Summary(
-        violations=found.pop(),
-        seconds=statistics.median(walls),
-        best_seconds=min(walls),
-        cpu_seconds=statistics.median(report["cpu_seconds"] for report in reports),
-        peak_rss_mb=max(report["peak_rss_mb"] for report in reports),
-        baseline_rss_mb=max(report["baseline_rss_mb"] for report in reports),
-        runs=[round(wall, 3) for wall in walls],
-    )
+    return Summary(violations=found.pop(), **run_stats(reports))
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -366,7 +345,7 @@ def benchmark(path: Path, rows: int, repeat: int) -> dict[str, Any]:
     for round_index in range(repeat):
         shift = round_index % len(RUNS)
         for run_name in RUNS[shift:] + RUNS[:shift]:
-            report = spawn(run_name, path)
+            report = spawn(run_name, path, __file__)
             reports[run_name].append(report)
             seconds = report["seconds"]
             print(f"  round {round_index + 1}/{repeat} {run_name:<40} {seconds:6.2f} s", flush=True)

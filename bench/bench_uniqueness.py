@@ -225,9 +225,10 @@ def worker(name: str, path: Path) -> dict[str, Any]:
     }
 
 
-def spawn(name: str, path: Path) -> dict[str, Any]:
-    """Run one approach in a fresh interpreter and parse its JSON report."""
-    command = [sys.executable, __file__, "--worker", name, "--snapshot", str(path)]
+def spawn(name: str, path: Path, script: str = __file__) -> dict[str, Any]:
+    """Run one approach in a fresh interpreter (``script --worker NAME``) and parse its JSON
+    report."""
+    command = [sys.executable, script, "--worker", name, "--snapshot", str(path)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"worker {name} failed:\n{done.stderr}")
@@ -247,20 +248,27 @@ class Summary:
     duplicated_seconds: float | None = None  # pandas only: duplicated() without the read
 
 
+def run_stats(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and best wall, median CPU, peak and baseline RSS, and every wall of the runs."""
+    walls = [report["seconds"] for report in reports]
+    return {
+        "seconds": statistics.median(walls),
+        "best_seconds": min(walls),
+        "cpu_seconds": statistics.median(report["cpu_seconds"] for report in reports),
+        "peak_rss_mb": max(report["peak_rss_mb"] for report in reports),
+        "baseline_rss_mb": max(report["baseline_rss_mb"] for report in reports),
+        "runs": [round(wall, 3) for wall in walls],
+    }
+
+
 def summarise(name: str, reports: list[dict[str, Any]]) -> Summary:
     found = {report["duplicates"] for report in reports}
     assert len(found) == 1, f"{name} found different duplicate counts across runs: {found}"
-    walls = [report["seconds"] for report in reports]
     extra = [report["duplicated_seconds"] for report in reports if "duplicated_seconds" in report]
     return Summary(
         name=name,
         duplicates=found.pop(),
-        seconds=statistics.median(walls),
-        best_seconds=min(walls),
-        cpu_seconds=statistics.median(report["cpu_seconds"] for report in reports),
-        peak_rss_mb=max(report["peak_rss_mb"] for report in reports),
-        baseline_rss_mb=max(report["baseline_rss_mb"] for report in reports),
-        runs=[round(wall, 3) for wall in walls],
+        **run_stats(reports),
         duplicated_seconds=statistics.median(extra) if extra else None,
     )
 
