@@ -14,13 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.metadata.schema_classes import (
-    AuditStampClass,
-    IncidentInfoClass,
-    IncidentStateClass,
-    IncidentStatusClass,
-    IncidentTypeClass,
-)
 
 from reflex_actions.backtest import load_history
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
@@ -44,7 +37,7 @@ from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
-from tests.loop.store import incidents_b, land, store_of, stored_lesson
+from tests.loop.store import active_incident, incidents_b, land, store_of, stored_lesson
 from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
@@ -414,18 +407,11 @@ def write_currencies(path: Path, dataset: str, currencies: list[str | None]) -> 
 
 
 def currency_incident() -> MetadataChangeProposalWrapper:
-    stamp = AuditStampClass(time=1789000000000, actor=STEWARD)
-    return MetadataChangeProposalWrapper(
-        entityUrn=CURRENCY_INCIDENT,
-        aspect=IncidentInfoClass(
-            type=IncidentTypeClass.OPERATIONAL,
-            title="Unknown currency codes in finance.payments",
-            description="On 2026-09-14 the gateway sent payments in currency XXX, which the "
-            "ledger could not post.",
-            entities=[PAYMENTS],
-            status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
-            created=stamp,
-        ),
+    return active_incident(
+        CURRENCY_INCIDENT,
+        PAYMENTS,
+        "Unknown currency codes in finance.payments",
+        "On 2026-09-14 the gateway sent payments in currency XXX, which the ledger could not post.",
     )
 
 

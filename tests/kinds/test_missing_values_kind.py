@@ -13,13 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.metadata.schema_classes import (
-    AuditStampClass,
-    IncidentInfoClass,
-    IncidentStateClass,
-    IncidentStatusClass,
-    IncidentTypeClass,
-)
 
 from reflex_actions.backtest import load_history
 from reflex_actions.backtest.history import History
@@ -43,7 +36,7 @@ from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.kinds.conftest import ENTRY_POINT as EMPTY_TABLE_ENTRY_POINT
-from tests.loop.store import incidents_b, land, store_of, stored_lesson
+from tests.loop.store import active_incident, incidents_b, land, store_of, stored_lesson
 from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
@@ -335,18 +328,12 @@ def write_table(path: Path, name: str, null_accounts: int, rows: int = 3) -> Pat
 
 
 def null_accounts_incident() -> MetadataChangeProposalWrapper:
-    stamp = AuditStampClass(time=1789000000000, actor=STEWARD)
-    return MetadataChangeProposalWrapper(
-        entityUrn=NULL_INCIDENT,
-        aspect=IncidentInfoClass(
-            type=IncidentTypeClass.OPERATIONAL,
-            title="Payments without an account",
-            description="Reconciliation broke on 2026-09-14: finance.payments had NULL "
-            "account ids after the CRM sync dropped unknown accounts.",
-            entities=[PAYMENTS_URN],
-            status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
-            created=stamp,
-        ),
+    return active_incident(
+        NULL_INCIDENT,
+        PAYMENTS_URN,
+        "Payments without an account",
+        "Reconciliation broke on 2026-09-14: finance.payments had NULL "
+        "account ids after the CRM sync dropped unknown accounts.",
     )
 
 

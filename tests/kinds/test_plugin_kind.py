@@ -16,13 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.metadata.schema_classes import (
-    AuditStampClass,
-    IncidentInfoClass,
-    IncidentStateClass,
-    IncidentStatusClass,
-    IncidentTypeClass,
-)
 
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.steward import resolve_incident
@@ -35,7 +28,7 @@ from reflex_actions.kinds import ENTRY_POINT_GROUP
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.kinds.conftest import ENTRY_POINT
-from tests.loop.store import incidents_b, land, store_of, stored_lesson
+from tests.loop.store import active_incident, incidents_b, land, store_of, stored_lesson
 
 REPO = Path(__file__).resolve().parents[2]
 EMPTY_INCIDENT = "urn:li:incident:reflex-test-empty-revenue"
@@ -68,18 +61,12 @@ def write_table(path: Path, dataset: str, rows: int) -> Path:
 
 
 def empty_revenue_incident() -> MetadataChangeProposalWrapper:
-    stamp = AuditStampClass(time=1789000000000, actor=STEWARD)
-    return MetadataChangeProposalWrapper(
-        entityUrn=EMPTY_INCIDENT,
-        aspect=IncidentInfoClass(
-            type=IncidentTypeClass.OPERATIONAL,
-            title="finance.daily_revenue is empty",
-            description="The finance dashboard showed no revenue for 2026-09-14: "
-            "finance.daily_revenue had zero rows after the ledger export failed silently.",
-            entities=[REVENUE],
-            status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
-            created=stamp,
-        ),
+    return active_incident(
+        EMPTY_INCIDENT,
+        REVENUE,
+        "finance.daily_revenue is empty",
+        "The finance dashboard showed no revenue for 2026-09-14: "
+        "finance.daily_revenue had zero rows after the ledger export failed silently.",
     )
 
 

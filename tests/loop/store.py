@@ -13,10 +13,15 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.emitter.serialization_helper import post_json_transform
 from datahub.metadata.schema_classes import (
+    AuditStampClass,
     IncidentInfoClass,
     IncidentSourceTypeClass,
+    IncidentStateClass,
+    IncidentStatusClass,
+    IncidentTypeClass,
     OperationClass,
     OperationTypeClass,
     StructuredPropertiesClass,
@@ -24,7 +29,7 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.catalog.steward import acting_as
-from reflex_actions.demo.run import Demo
+from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.handlers.lesson_store import LESSON_PROPERTY
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
@@ -145,3 +150,21 @@ def replay_from_start(demo: Demo) -> None:
     offset = store_of(demo.workdir).with_name(STORE + ".reflex-offset")
     offset.unlink()
     demo.react()
+
+
+def active_incident(
+    urn: str, dataset: str, title: str, description: str, actor: str = STEWARD
+) -> MetadataChangeProposalWrapper:
+    """An operational incident raised on ``dataset`` and still open (what a team files)."""
+    stamp = AuditStampClass(time=1789000000000, actor=actor)
+    return MetadataChangeProposalWrapper(
+        entityUrn=urn,
+        aspect=IncidentInfoClass(
+            type=IncidentTypeClass.OPERATIONAL,
+            title=title,
+            description=description,
+            entities=[dataset],
+            status=IncidentStatusClass(state=IncidentStateClass.ACTIVE, lastUpdated=stamp),
+            created=stamp,
+        ),
+    )
