@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_uniqueness import load_average, max_rss_mb, run_stats, spawn
+from bench_uniqueness import cached_snapshot, load_average, max_rss_mb, run_stats, spawn
 from machine import machine_info
 
 NULL_EVERY = 1000  # account_id is NULL in one row per this many (0.1 %)
@@ -100,16 +100,7 @@ def generate_snapshot(path: Path, rows: int) -> None:
 
 def ensure_snapshot(data_dir: Path, rows: int) -> Path:
     """The cached snapshot for ``rows``, generated first when missing."""
-    path = snapshot_path(data_dir, rows)
-    if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        print(f"generating {path} ({rows:,} rows) ...", flush=True)
-        started = time.perf_counter()
-        generate_snapshot(partial, rows)
-        partial.replace(path)
-        print(f"generated in {time.perf_counter() - started:.1f} s", flush=True)
-    return path
+    return cached_snapshot(snapshot_path(data_dir, rows), rows, generate_snapshot)
 
 
 # --- approaches ---------------------------------------------------------------------------------

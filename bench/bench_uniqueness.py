@@ -94,13 +94,18 @@ def generate_snapshot(path: Path, rows: int) -> None:
 
 def ensure_snapshot(data_dir: Path, rows: int) -> Path:
     """The cached snapshot for ``rows``, generated first when missing."""
-    path = snapshot_path(data_dir, rows)
+    return cached_snapshot(snapshot_path(data_dir, rows), rows, generate_snapshot)
+
+
+def cached_snapshot(path: Path, rows: int, generate: Callable[[Path, int], None]) -> Path:
+    """``path``, generated (through a partial file, so a killed run leaves no half file) when
+    missing."""
     if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         print(f"generating {path} ({rows:,} rows) ...", flush=True)
         started = time.perf_counter()
-        generate_snapshot(partial, rows)
+        generate(partial, rows)
         partial.replace(path)
         print(f"generated in {time.perf_counter() - started:.1f} s", flush=True)
     return path
