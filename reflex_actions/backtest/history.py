@@ -13,6 +13,7 @@ labelled failures.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -86,6 +87,20 @@ class History:
             usable.append(snapshot)
         return usable
 
+    def snapshot_for(self, snapshot_id: str) -> tuple[SnapshotFile, str] | None:
+        """The snapshot to pair with another dataset's ``snapshot_id`` (a parent's for a
+        child's), and how it was chosen: the one with the same id, else the latest at or before
+        it in snapshot-id order; None when every snapshot is later."""
+        earlier = None
+        for snapshot in self.snapshots:
+            if snapshot.snapshot_id == snapshot_id:
+                return snapshot, "the same snapshot id"
+            if snapshot.snapshot_id < snapshot_id:
+                earlier = snapshot
+        if earlier is None:
+            return None
+        return earlier, f"the latest at or before {snapshot_id}"
+
     def labels_without_snapshot(self) -> list[str]:
         """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""
         present = {snapshot.snapshot_id for snapshot in self.snapshots}
@@ -135,4 +150,62 @@ def load_history(folder: str | Path, dataset: str | None = None) -> History:
         folder=root,
         snapshots=snapshots,
         labels={label.snapshot: label for label in labels.failures},
+    )
+
+
+#: The share of a history's normal snapshots, earliest first, that a kind may learn from.
+LEARNING_SHARE = (2, 3)
+
+
+class LearningSplit(BaseModel):
+    """Which snapshots of a source's history a kind learned its parameters from, and which it
+    held out so that a backtest on them is not flattered by what was learned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the history's dataset name, as backtest outcomes name it
+    dataset: str
+    #: the earlier normal snapshots the parameters were learned from
+    normal: list[str]
+    #: the incident's own failure snapshots, read to find what broke
+    failures: list[str]
+    #: every other snapshot of the history when the parameters were learned
+    held_out: list[str]
+    #: why nothing could be held out, when nothing was
+    note: str | None = None
+
+    @property
+    def learned(self) -> list[str]:
+        """Every snapshot the parameters saw (in-sample), in snapshot-id order."""
+        return sorted({*self.normal, *self.failures})
+
+
+def split_for_learning(
+    history: History, failures: Collection[str], readable: Collection[str] | None = None
+) -> LearningSplit:
+    """Split ``history`` in snapshot-id (time) order for a kind that learns parameters from it.
+
+    The rule: of the normal (unlabelled) snapshots that can be read (``readable``; all when not
+    given), the earliest two thirds, rounded up, are learned from and the later ones are held
+    out. The incident's own failure snapshots (``failures``) are read to find what broke, so
+    they are in-sample wherever they lie. Everything else — the later normal snapshots, other
+    incidents' failures, unreadable snapshots — is held out. With fewer than three normal
+    snapshots rounding up holds none out, and ``note`` says so.
+    """
+    ids = [s.snapshot_id for s in history.snapshots]
+    kept = set(ids if readable is None else readable)
+    usable = [sid for sid in ids if sid in kept]
+    normal = [sid for sid in usable if sid not in history.labels]
+    share, whole = LEARNING_SHARE
+    learning = normal[: -(-len(normal) * share // whole)]  # rounded up
+    failed = [sid for sid in usable if sid in failures]
+    learned = {*learning, *failed}
+    held_out = [sid for sid in ids if sid not in learned]
+    note = None
+    if len(learning) == len(normal):
+        note = (
+            f"only {len(normal)} normal snapshot(s): all were learned from, none could be held out"
+        )
+    return LearningSplit(
+        dataset=history.dataset, normal=learning, failures=failed, held_out=held_out, note=note
     )

@@ -10,6 +10,10 @@ Definitions (per dataset, and overall by summing the counts of all datasets):
   with their reason and counted apart, never as passes or failures.
 - precision = TP / (TP + FP): undefined (null, with the reason) when nothing was flagged.
 - recall = TP / (TP + FN): undefined when no labelled failure was evaluable.
+- in-sample / held out: when a kind learned the control's parameters (an accepted set, range
+  bounds) from some snapshots of the source's history, the outcomes on those snapshots are
+  *in-sample* and flatter the control; every other outcome (the source's later snapshots, the
+  candidates' histories) is *held out*. Both are scored with the same metrics.
 - coverage: how many candidate assets the control applies to (it has a history with at least one
   snapshot holding the fields the control needs), how many snapshots were evaluable, and how many
   labelled failures the control could see (the labelled snapshots that were evaluable).
@@ -21,6 +25,8 @@ from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
+
+from reflex_actions.backtest.history import LearningSplit
 
 Verdict = Literal[
     "true_positive", "false_positive", "true_negative", "false_negative", "not_evaluable"
@@ -139,3 +145,34 @@ class BacktestReport(Scores):
 
     def outcomes_for(self, dataset: str) -> list[SnapshotOutcome]:
         return [outcome for outcome in self.per_snapshot if outcome.dataset == dataset]
+
+
+class LearningSplitScores(BaseModel):
+    """A backtest's figures on the snapshots the parameters were learned from, and on all the
+    others."""
+
+    in_sample: Scores
+    held_out: Scores
+
+
+def in_sample_ids(learned: LearningSplit) -> set[tuple[str, str]]:
+    """(dataset, snapshot id) of every snapshot the control's parameters were learned from."""
+    return {(learned.dataset, snapshot_id) for snapshot_id in learned.learned}
+
+
+def learning_split_scores(
+    outcomes: Iterable[SnapshotOutcome], learned: LearningSplit
+) -> LearningSplitScores:
+    """Score the in-sample and the held-out outcomes apart; assets count per part (a dataset
+    applies to a part when one of its snapshots there was evaluable)."""
+    in_sample = in_sample_ids(learned)
+    parts: dict[bool, list[SnapshotOutcome]] = {True: [], False: []}
+    for outcome in outcomes:
+        parts[(outcome.dataset, outcome.snapshot_id) in in_sample].append(outcome)
+
+    def scored(items: list[SnapshotOutcome]) -> Scores:
+        datasets = {item.dataset for item in items}
+        applicable = {item.dataset for item in items if item.evaluable}
+        return Scores(**Scores.compute(items, len(datasets), len(applicable)))
+
+    return LearningSplitScores(in_sample=scored(parts[True]), held_out=scored(parts[False]))

@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import duckdb
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
 
-from reflex_actions.backtest.history import History
+from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
 from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import Control
@@ -36,7 +36,7 @@ from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Signal, SimilarityQuery
-from reflex_actions.snapshots import FILE_COLUMN, files_relation
+from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 from reflex_actions.vocabulary import display_name
 
@@ -216,11 +216,13 @@ class ValueRangeControl(FieldValuesControl):
 # --- evidence from the history -------------------------------------------------------------------
 @dataclass(frozen=True)
 class ValueFinding:
-    """A field whose incident snapshot(s) broke what the normal snapshots show, as a control."""
+    """A field whose incident snapshot(s) broke what the normal snapshots show, as a control
+    whose parameters were learned from the snapshots ``learned_from`` names."""
 
     field: str
     control: dict[str, Any]
     fact: str
+    learned_from: LearningSplit
 
 
 @dataclass(frozen=True)
@@ -247,41 +249,53 @@ def discover_value_findings(
     history: History, fields: list[FieldInfo], incident_urn: str
 ) -> list[ValueFinding]:
     """What the history shows about the values the incident broke: fields whose failure
-    snapshot(s) hold values no normal snapshot holds, in schema order; key fields are left out
-    (their values are always new)."""
+    snapshot(s) hold values none of the normal snapshots learned from holds, in schema order;
+    key fields are left out (their values are always new). The accepted set and the bounds
+    are learned from the earlier normal snapshots only (:func:`split_for_learning`), so the
+    later ones stay held out for the backtest."""
     failures = set(failure_snapshots(history, incident_urn))
     candidates = [f for f in fields if not f.is_key and f.type in JUDGED_TYPES]
     if not failures or not candidates:
         return []
-    profiles = _profiles(history, [f.name for f in candidates], failures)
+    names = [f.name for f in candidates]
+    con = duckdb.connect()
+    try:
+        usable = history.snapshots_with(con, names)
+        split = split_for_learning(history, failures, [s.snapshot_id for s in usable])
+        profiles = _profiles(con, usable, names, split)
+    finally:
+        con.close()
     findings = []
     for info in candidates:
         profile = profiles.get(info.name)
         if profile is None:
             continue
-        failed = ", ".join(sorted(failures & {s.snapshot_id for s in history.snapshots}))
         numeric = info.type == NUMERIC_TYPE or (info.type is None and profile.normal_numeric)
-        finding = _ranged(profile, failed) if numeric else _listed(profile, failed)
+        finding = _ranged(profile, split) if numeric else _listed(profile, split)
         if finding is not None:
             findings.append(finding)
     return findings
 
 
-def _listed(profile: _FieldProfile, failed: str) -> ValueFinding | None:
+def _listed(profile: _FieldProfile, split: LearningSplit) -> ValueFinding | None:
     if not profile.normal_values or not profile.new_values:
         return None
     values: list[str | float] = list(profile.normal_values)
     new = ", ".join(f"{excerpt(value)} ({rows})" for value, rows in profile.new_values)
     fact = (
-        f"{profile.field} holds {profile.normal_distinct} distinct values in the normal "
-        f"snapshots; {failed} has {profile.new_value_rows} rows with values never seen before: "
-        f"{new}"
+        f"{profile.field} holds {profile.normal_distinct} distinct values in the "
+        f"{_learned(split)}; {', '.join(split.failures)} has {profile.new_value_rows} rows with "
+        f"values never seen before: {new}"
     )
     control = {"type": "accepted_values", "field": profile.field, "values": values}
-    return ValueFinding(profile.field, control, fact)
+    return ValueFinding(profile.field, control, fact, split)
 
 
-def _ranged(profile: _FieldProfile, failed: str) -> ValueFinding | None:
+def _learned(split: LearningSplit) -> str:
+    return f"{len(split.normal)} normal snapshots learned from"
+
+
+def _ranged(profile: _FieldProfile, split: LearningSplit) -> ValueFinding | None:
     lowest, highest = profile.normal_min, profile.normal_max
     if not profile.normal_numeric or lowest is None or highest is None:
         return None
@@ -292,12 +306,12 @@ def _ranged(profile: _FieldProfile, failed: str) -> ValueFinding | None:
     if not (below or above):
         return None
     fact = (
-        f"{profile.field} ranges from {_shown(lowest)} to {_shown(highest)} in the normal "
-        f"snapshots; {failed} holds values from {_shown(profile.failed_min)} to "
-        f"{_shown(profile.failed_max)}"
+        f"{profile.field} ranges from {_shown(lowest)} to {_shown(highest)} in the "
+        f"{_learned(split)}; {', '.join(split.failures)} holds values from "
+        f"{_shown(profile.failed_min)} to {_shown(profile.failed_max)}"
     )
     control = {"type": "value_range", "field": profile.field, "min": low, "max": high}
-    return ValueFinding(profile.field, control, fact)
+    return ValueFinding(profile.field, control, fact, split)
 
 
 def _readable(value: float, rounding: str) -> int | float:
@@ -314,16 +328,19 @@ def _shown(value: float | None) -> str:
     return "?" if value is None else str(int(value)) if value.is_integer() else str(value)
 
 
-def _profiles(history: History, names: list[str], failures: set[str]) -> dict[str, _FieldProfile]:
-    """Each field's values over the normal and the failure snapshots, in one DuckDB query."""
-    con = duckdb.connect()
-    usable = history.snapshots_with(con, names)
-    # snapshots labelled with other failures are neither normal nor this incident's
-    normal = [s.read_path for s in usable if s.snapshot_id not in history.labels]
-    failed = [s.read_path for s in usable if s.snapshot_id in failures]
+def _profiles(
+    con: duckdb.DuckDBPyConnection,
+    usable: list[SnapshotFile],
+    names: list[str],
+    split: LearningSplit,
+) -> dict[str, _FieldProfile]:
+    """Each field's values over the normal snapshots learned from and the failure snapshots, in
+    one DuckDB query over those files (the held-out ones are not read)."""
+    normal = [s for s in usable if s.snapshot_id in split.normal]
+    failed = [s for s in usable if s.snapshot_id in split.failures]
     if not normal or not failed:
         return {}
-    relation = files_relation(usable, names)
+    relation = files_relation(normal + failed, names)
     file = quote_identifier(FILE_COLUMN)
     cells = "\n    UNION ALL\n    ".join(
         f"SELECT $field_{i} AS field, {file} AS file, "
@@ -362,16 +379,14 @@ GROUP BY field"""
     params = {
         **relation.params,
         **{f"field_{i}": name for i, name in enumerate(names)},
-        "normal_files": normal,
-        "failed_files": failed,
+        "normal_files": [s.read_path for s in normal],
+        "failed_files": [s.read_path for s in failed],
         "max_learned": MAX_LEARNED_VALUES,
     }
     try:
         rows = con.execute(sql, params).fetchall()
     except duckdb.Error:
         return {}
-    finally:
-        con.close()
     return {
         row[0]: _FieldProfile(
             field=row[0],
@@ -453,6 +468,7 @@ class InvalidValuesKind(LessonKind):
         evidence.append(Evidence(source="history", quote=finding.fact))
         what = "accepted set" if finding.control["type"] == "accepted_values" else "normal range"
         return LessonDraft(
+            learned_from=finding.learned_from,
             failure_pattern=self.pattern,
             root_cause=f"Invalid values in {name}: {finding.field} held values outside its "
             f"{what}, and nothing rejected them.",

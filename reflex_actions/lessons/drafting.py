@@ -46,4 +46,7 @@ def draft_lesson(
             for user in dict.fromkeys(draft.departed_users)
             if facts.catalog.user_status(user) == "SUSPENDED"
         ],
+        # only Reflex's own reading of the history says what was learned from it: a model
+        # reads none, so its control's figures are all held out
+        learned_from=draft.learned_from if info.name == "deterministic" else None,
     )

@@ -8,7 +8,9 @@ from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
+from reflex_actions.backtest.history import LearningSplit
 from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 
 
@@ -106,6 +108,9 @@ class LessonDraft(BaseModel):
     rationale: str = Field(default="", max_length=4000)
     #: users (corpuser urns) whose departure caused an ownership incident
     departed_users: list[str] = Field(default_factory=list, max_length=20)
+    #: the snapshots the control's parameters were learned from (None: it learned none); a
+    #: kind reading the history sets it, a model is never asked for it (it reads no history)
+    learned_from: SkipJsonSchema[LearningSplit | None] = None
 
 
 class ApprovedVersion(BaseModel):
@@ -150,6 +155,9 @@ class Lesson(BaseModel):
     decisions: list[Decision] = Field(default_factory=list)
     #: which users' departure caused an ownership incident
     departed_users: list[str] = Field(default_factory=list)
+    #: the source's snapshots the control's parameters were learned from, and those held out
+    #: (None when the kind learned nothing from the history); the backtest reports them apart
+    learned_from: LearningSplit | None = None
     #: the proposal report (similar assets, backtest) in markdown, once backtested
     report: str = ""
     #: dataset urn -> control field -> that dataset's field, where names differ

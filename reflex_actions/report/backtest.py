@@ -20,7 +20,8 @@ VERDICT_TEXT = {
 }
 
 
-def _ratio(value: float | None, scores: Scores, metric: str) -> str:
+def ratio_text(value: float | None, scores: Scores, metric: str) -> str:
+    """A precision or recall as a percentage, or n/a with why it is undefined."""
     if value is None:
         return f"n/a ({scores.undefined.get(metric, 'undefined')})"
     return f"{value:.0%}"
@@ -34,8 +35,8 @@ def render_markdown(report: BacktestReport) -> str:
         "",
         "| metric | value |",
         "| --- | --- |",
-        f"| precision | {_ratio(report.precision, report, 'precision')} |",
-        f"| recall | {_ratio(report.recall, report, 'recall')} |",
+        f"| precision | {ratio_text(report.precision, report, 'precision')} |",
+        f"| recall | {ratio_text(report.recall, report, 'recall')} |",
         f"| true / false positives | {report.true_positives} / {report.false_positives} |",
         f"| true / false negatives | {report.true_negatives} / {report.false_negatives} |",
         f"| applicable assets | {c.applicable_assets} of {c.candidate_assets} |",
@@ -49,7 +50,7 @@ def render_markdown(report: BacktestReport) -> str:
         lines.append(
             f"| {escape(d.dataset)} | {d.coverage.snapshots} | {d.true_positives} "
             f"| {d.false_positives} | {d.true_negatives} | {d.false_negatives} | {d.not_evaluable} "
-            f"| {_ratio(d.precision, d, 'precision')} | {_ratio(d.recall, d, 'recall')} |"
+            f"| {ratio_text(d.precision, d, 'precision')} | {ratio_text(d.recall, d, 'recall')} |"
         )
     notable = [o for o in report.per_snapshot if o.verdict not in ("true_negative",)]
     if notable:

@@ -6,10 +6,17 @@ Everything from an incident, a model, a snapshot or an error goes through
 
 from __future__ import annotations
 
-from reflex_actions.backtest.metrics import BacktestReport, Scores
+from reflex_actions.backtest.history import LearningSplit
+from reflex_actions.backtest.metrics import (
+    BacktestReport,
+    Scores,
+    in_sample_ids,
+    learning_split_scores,
+)
 from reflex_actions.controls import dump_control_yaml, parse_control_spec
 from reflex_actions.lessons.model import Decision, Lesson, Recurrence
 from reflex_actions.report import markdown
+from reflex_actions.report.backtest import ratio_text
 from reflex_actions.report.markdown import code, code_block, escape
 from reflex_actions.similarity import Resolution
 from reflex_actions.vocabulary import display_name
@@ -140,3 +147,60 @@ def scope_summary(report: BacktestReport, scoped: set[str], scope_size: int) -> 
         f"alarms, {scores['false_negatives']} missed, {scores['not_evaluable']} snapshots not "
         "evaluable.\n\n"
     )
+
+
+#: Snapshot ids listed one by one; a longer run is shown by its count and span.
+MAX_LISTED_SNAPSHOTS = 12
+
+
+def learning_section(report: BacktestReport, learned: LearningSplit | None) -> str:
+    """The backtest split into the snapshots the control's parameters were learned from
+    (in-sample: they flatter it) and all the others (held out), with which were which; empty
+    when the lesson learned nothing from the history."""
+    if learned is None:
+        return ""
+    scores = learning_split_scores(report.per_snapshot, learned)
+    in_sample = in_sample_ids(learned)
+    held_out: dict[str, list[str]] = {}
+    for o in report.per_snapshot:
+        if (o.dataset, o.snapshot_id) not in in_sample:
+            held_out.setdefault(o.dataset, []).append(o.snapshot_id)
+    learned_line = f"{escape(learned.dataset)} {_snapshots(learned.normal)}"
+    if learned.failures:
+        learned_line += f" and the incident's {_snapshots(learned.failures)}"
+    held_line = "; ".join(f"{escape(name)} {_snapshots(ids)}" for name, ids in held_out.items())
+    lines = [
+        "#### In-sample and held-out backtest",
+        "",
+        "The control's parameters were learned from the earlier snapshots of the source's "
+        "history (and the incident's own, to find what broke): figures on those are in-sample "
+        "and flatter it. The held-out figures are on every other snapshot: the source's later "
+        "ones and the candidates' histories.",
+        "",
+        "| figures | snapshots | TP | FP | TN | FN | not evaluable | precision | recall |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        _scores_row("in-sample (learned from)", scores.in_sample),
+        _scores_row("held out", scores.held_out),
+        "",
+        f"- learned from: {learned_line}",
+        f"- held out: {held_line or 'none'}",
+    ]
+    if learned.note:
+        lines += ["", f"In {escape(learned.dataset)}, {escape(learned.note)}."]
+    return "\n".join(lines) + "\n\n"
+
+
+def _scores_row(label: str, scores: Scores) -> str:
+    return (
+        f"| {label} | {scores.coverage.snapshots} | {scores.true_positives} "
+        f"| {scores.false_positives} | {scores.true_negatives} | {scores.false_negatives} "
+        f"| {scores.not_evaluable} | {ratio_text(scores.precision, scores, 'precision')} "
+        f"| {ratio_text(scores.recall, scores, 'recall')} |"
+    )
+
+
+def _snapshots(ids: list[str]) -> str:
+    """Snapshot ids (in order) as a steward reads them: all of them, or their count and span."""
+    if len(ids) <= MAX_LISTED_SNAPSHOTS:
+        return ", ".join(escape(sid) for sid in ids) or "none"
+    return f"{len(ids)} snapshots {escape(ids[0])} … {escape(ids[-1])}"

@@ -316,8 +316,8 @@ def test_new_values_in_the_incident_snapshot_give_the_normal_set(tmp_path: Path)
         "values": ["EUR", "GBP", "USD"],
     }
     assert finding.fact == (
-        "currency holds 3 distinct values in the normal snapshots; d3 has 3 rows with values "
-        "never seen before: 'XXX' (2), 'eur' (1)"
+        "currency holds 3 distinct values in the 2 normal snapshots learned from; d3 has 3 rows "
+        "with values never seen before: 'XXX' (2), 'eur' (1)"
     )
 
 
@@ -336,8 +336,35 @@ def test_an_incident_leaving_the_normal_range_gives_readable_bounds(tmp_path: Pa
         "max": 9_600_000,
     }
     assert finding.fact == (
-        "amount_minor ranges from 0 to 9512000 in the normal snapshots; d2 holds values from "
-        "-500 to 40"
+        "amount_minor ranges from 0 to 9512000 in the 2 normal snapshots learned from; d2 holds "
+        "values from -500 to 40"
+    )
+
+
+def test_the_bounds_are_learned_from_the_earlier_normal_snapshots_only(tmp_path: Path) -> None:
+    history = write_history(
+        tmp_path / "payments",
+        {
+            "d1": NORMAL_DAY,
+            "d2": NORMAL_DAY,
+            "d3": [("EUR", -500)],
+            "d4": NORMAL_DAY,
+            "d5": [("EUR", 12_000_000)],  # later and larger: held out, it widens nothing
+        },
+        failed=["d3"],
+    )
+    [finding] = discover_value_findings(load_history(history), list(PAYMENTS_FIELDS), INCIDENT)
+    assert finding.control == {
+        "type": "value_range",
+        "field": "amount_minor",
+        "min": 0,
+        "max": 9_600_000,
+    }
+    learned = finding.learned_from
+    assert (learned.normal, learned.failures, learned.held_out) == (
+        ["d1", "d2", "d4"],
+        ["d3"],
+        ["d5"],
     )
 
 
@@ -456,9 +483,16 @@ def test_an_unknown_currency_closes_the_loop(tmp_path: Path) -> None:
         assert ("resolution_note", CURRENCY_NOTE) in quoted
         assert (
             "history",
-            "currency holds 3 distinct values in the normal snapshots; 2026-09-14 has 2 rows "
-            "with values never seen before: 'XXX' (2)",
+            "currency holds 3 distinct values in the 2 normal snapshots learned from; 2026-09-14 "
+            "has 2 rows with values never seen before: 'XXX' (2)",
         ) in quoted
+        # two normal snapshots: both learned from, none held out, and the lesson says so
+        assert lesson.learned_from is not None
+        assert (lesson.learned_from.learned, lesson.learned_from.held_out) == (
+            ["2026-09-13", "2026-09-14", "2026-09-15"],
+            [],
+        )
+        assert lesson.learned_from.note is not None
 
         demo.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
         lesson = demo.lesson(CURRENCY_INCIDENT)
