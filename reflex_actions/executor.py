@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,63 @@ import duckdb
 from pydantic import BaseModel
 
 from reflex_actions.controls import Control
-from reflex_actions.errors import SnapshotUnreadableError, first_line
+from reflex_actions.errors import SnapshotNotFoundError, SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import Relation
 
 DEFAULT_SAMPLE_SIZE = 5
+#: The parameter a parent's snapshot is bound to beside the child's ``$snapshot``.
+REFERENCE_PARAMETER = "reference"
+
+
+@dataclass(frozen=True)
+class ReferenceSnapshot:
+    """The parent snapshot a referencing control is checked against, and how it was chosen
+    (e.g. "the same snapshot id", "the latest at or before 2026-09-04", "given")."""
+
+    file: SnapshotFile
+    chosen: str
+
+
+class ReferenceUsed(BaseModel):
+    """Which parent snapshot a result was computed against, as reported to people."""
+
+    dataset: str
+    snapshot: str
+    snapshot_id: str
+    chosen: str
+
+
+def with_reference(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    relation: Relation,
+    reference: ReferenceSnapshot | None,
+) -> Relation:
+    """``relation`` with the parent's snapshot attached when ``control`` checks against one;
+    raise a SnapshotError when that snapshot is missing or lacks the referenced field."""
+    target = control.referenced()
+    if target is None:
+        return relation
+    if reference is None:
+        raise SnapshotNotFoundError(
+            f"{control.type} checks values against {target.field!r} of {target.dataset}: "
+            "no snapshot of that dataset was given"
+        )
+    types = reference.file.check_columns(con, [target.field])
+    return replace(relation, reference=reference.file.relation(REFERENCE_PARAMETER, types))
+
+
+def reference_used(control: Control, reference: ReferenceSnapshot | None) -> ReferenceUsed | None:
+    target = control.referenced()
+    if target is None or reference is None:
+        return None
+    return ReferenceUsed(
+        dataset=target.dataset,
+        snapshot=str(reference.file.path),
+        snapshot_id=reference.file.snapshot_id,
+        chosen=reference.chosen,
+    )
 
 
 class ControlResult(BaseModel):
@@ -31,6 +84,8 @@ class ControlResult(BaseModel):
     allowed_violations: int
     rows_scanned: int
     sample: list[dict[str, Any]]
+    #: the parent snapshot the values were checked against (referencing controls only)
+    reference: ReferenceUsed | None = None
     elapsed_ms: float
 
 
@@ -40,22 +95,20 @@ def run_control(
     *,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     connection: duckdb.DuckDBPyConnection | None = None,
+    reference: ReferenceSnapshot | None = None,
 ) -> ControlResult:
-    """Evaluate ``control`` on the snapshot; raise a SnapshotError if it cannot be evaluated."""
+    """Evaluate ``control`` on the snapshot (against ``reference``, the parent's snapshot, for a
+    control checked against another dataset); raise a SnapshotError if it cannot be evaluated."""
     started = time.perf_counter()
     snapshot = SnapshotFile.from_path(snapshot_path)
     con = connection or duckdb.connect()
     try:
-        snapshot.check_columns(con, control.required_columns())
-        return _evaluate(
-            con,
-            control,
-            snapshot.relation(),
-            str(snapshot.path),
-            snapshot.snapshot_id,
-            sample_size,
-            started,
+        types = snapshot.check_columns(con, control.required_columns())
+        relation = with_reference(con, control, snapshot.relation(types=types), reference)
+        result = _evaluate(
+            con, control, relation, str(snapshot.path), snapshot.snapshot_id, sample_size, started
         )
+        return result.model_copy(update={"reference": reference_used(control, reference)})
     finally:
         if connection is None:
             con.close()

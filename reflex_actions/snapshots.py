@@ -12,6 +12,7 @@ partitioning off, and the files a pattern names are checked to be that file alon
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -118,15 +119,19 @@ class SnapshotFile:
             raise SnapshotNotFoundError(f"snapshot not found: {snapshot_path}")
         return cls(path=snapshot_path, format=snapshot_format)
 
-    def relation(self) -> Relation:
-        """The whole snapshot as a relation, its path bound as ``$snapshot``."""
+    def relation(
+        self, parameter: str = "snapshot", types: Mapping[str, str] | None = None
+    ) -> Relation:
+        """The whole snapshot as a relation, its path bound as ``$parameter`` (a parent's
+        snapshot read beside a child's takes another name), with its column types if known."""
         return Relation(
-            sql=f"SELECT * FROM {reader_call(self.format, 'snapshot')}",
-            params={"snapshot": self.pattern},
+            sql=f"SELECT * FROM {reader_call(self.format, parameter)}",
+            params={parameter: self.pattern},
+            types=dict(types or {}),
         )
 
-    def columns(self, connection: duckdb.DuckDBPyConnection) -> list[str]:
-        """Column names of the snapshot (reads the Parquet footer or sniffs the CSV header),
+    def column_types(self, connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
+        """Column name -> DuckDB type (reads the Parquet footer or sniffs the CSV header),
         once DuckDB is known to read this file and no other."""
         relation = self.relation()
         try:
@@ -136,7 +141,11 @@ class SnapshotFile:
             raise SnapshotUnreadableError(
                 f"cannot read snapshot {self.path}: {first_line(error)}"
             ) from None
-        return [row[0] for row in described]
+        return {row[0]: row[1] for row in described}
+
+    def columns(self, connection: duckdb.DuckDBPyConnection) -> list[str]:
+        """Column names of the snapshot."""
+        return list(self.column_types(connection))
 
     def _check_reads_only_itself(self, connection: duckdb.DuckDBPyConnection) -> None:
         """The files DuckDB expands :attr:`pattern` to must be exactly :attr:`read_path` (e.g. a
@@ -149,9 +158,13 @@ class SnapshotFile:
                 "not exactly this one"
             )
 
-    def check_columns(self, connection: duckdb.DuckDBPyConnection, required: list[str]) -> None:
-        """Raise SchemaDriftError when the snapshot lacks any ``required`` column."""
-        available = self.columns(connection)
+    def check_columns(
+        self, connection: duckdb.DuckDBPyConnection, required: list[str]
+    ) -> dict[str, str]:
+        """The snapshot's column types; raise SchemaDriftError when it lacks any ``required``
+        column."""
+        available = self.column_types(connection)
         missing = [name for name in required if name not in available]
         if missing:
-            raise SchemaDriftError(str(self.path), missing, available)
+            raise SchemaDriftError(str(self.path), missing, list(available))
+        return available

@@ -6,6 +6,7 @@ snapshot schemas come from users and incident text, and must never be formatted 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +24,16 @@ class Relation:
 
     When ``partition_column`` is set the relation holds several snapshots and every control
     returns one result row per value of that column (used by the backtester to evaluate a whole
-    history in one query).
+    history in one query). ``types`` are the engine's column types where known (a control may
+    compare natively when two columns share one), and ``reference`` is the other table a control
+    checks this one against (a child's parent snapshot), when the control has one.
     """
 
     sql: str
     params: dict[str, Any] = field(default_factory=dict)
     partition_column: str | None = None
+    types: Mapping[str, str] = field(default_factory=dict)
+    reference: Relation | None = None
 
     def partition_select(self) -> str:
         """``"col", `` to lead a per-partition SELECT or GROUP BY list; empty when unpartitioned."""
@@ -61,5 +66,8 @@ def indent(sql: str, spaces: int = 4) -> str:
 
 
 #: How a compiled control is shown to people (lesson page, assertion logic): the snapshot file
-#: is bound at run time.
-SHOWN_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
+#: (and a parent's, for a control checked against one) is bound at run time.
+SHOWN_RELATION = Relation(
+    sql="SELECT * FROM read_parquet($snapshot)",
+    reference=Relation(sql="SELECT * FROM read_parquet($reference)"),
+)

@@ -19,6 +19,7 @@ from reflex_actions.backtest.metrics import (
 )
 from reflex_actions.controls import Control
 from reflex_actions.errors import SnapshotError, first_line
+from reflex_actions.executor import ReferenceSnapshot, with_reference
 from reflex_actions.snapshots import SnapshotFile, files_relation
 
 DEFAULT_SAMPLE_SIZE = 3
@@ -39,11 +40,15 @@ def backtest(
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     progress: ProgressCallback | None = None,
     controls_by_dataset: Mapping[str, Control] | None = None,
+    references: Mapping[str, History] | None = None,
 ) -> BacktestReport:
     """Backtest ``control`` on each history and score it against the histories' labels.
 
     ``controls_by_dataset`` overrides the control for some datasets (by history dataset name),
-    e.g. the same uniqueness check on a dataset that names the key differently.
+    e.g. the same uniqueness check on a dataset that names the key differently. ``references``
+    holds the histories of the datasets a referencing control checks against (by dataset urn):
+    each child snapshot is paired with the parent's snapshot of the same id, or its latest one
+    before it (:meth:`History.snapshot_for`).
     """
     started = time.perf_counter()
     datasets: list[DatasetBacktest] = []
@@ -60,7 +65,7 @@ def backtest(
             for history in histories:
                 own_control = (controls_by_dataset or {}).get(history.dataset, control)
                 dataset, dataset_outcomes = _backtest_history(
-                    con, own_control, history, sample_size, progress
+                    con, own_control, history, sample_size, progress, references or {}
                 )
                 datasets.append(dataset)
                 outcomes.extend(dataset_outcomes)
@@ -87,17 +92,28 @@ def _backtest_history(
     history: History,
     sample_size: int,
     progress: ProgressCallback | None,
+    references: Mapping[str, History],
 ) -> tuple[DatasetBacktest, list[SnapshotOutcome]]:
     started = time.perf_counter()
     unusable: dict[str, str] = {}
-    evaluable: list[SnapshotFile] = []
+    types: dict[str, dict[str, str]] = {}  # evaluable snapshot id -> its column types
     for snapshot in history.snapshots:
         try:
-            snapshot.check_columns(con, control.required_columns())
-            evaluable.append(snapshot)
+            types[snapshot.snapshot_id] = snapshot.check_columns(con, control.required_columns())
         except SnapshotError as error:
             unusable[snapshot.snapshot_id] = str(error)
-    raw = _evaluate(con, control, evaluable, sample_size, history.dataset, progress, unusable)
+    evaluable = [snapshot for snapshot in history.snapshots if snapshot.snapshot_id in types]
+    target = control.referenced()
+    if target is None:
+        raw = _evaluate(con, control, evaluable, sample_size, history.dataset, progress, unusable)
+    elif (parent := references.get(target.dataset)) is not None:
+        raw = _evaluate_against_parent(
+            con, control, evaluable, types, sample_size, parent, unusable
+        )
+    else:
+        raw = {}
+        for snapshot in evaluable:
+            unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
     outcomes = [
         _outcome(control, history, snapshot, raw.get(snapshot.snapshot_id), unusable)
         for snapshot in history.snapshots
@@ -148,6 +164,43 @@ def _evaluate(
                     f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
                 )
         return results
+
+
+def _evaluate_against_parent(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    snapshots: list[SnapshotFile],
+    types: dict[str, dict[str, str]],
+    sample_size: int,
+    parent: History,
+    unusable: dict[str, str],
+) -> dict[str, RawRow]:
+    """Raw results of a referencing control, one query per child snapshot against its paired
+    snapshot of the ``parent`` history; a child snapshot with none to pair is not evaluable."""
+    results: dict[str, RawRow] = {}
+    for snapshot in snapshots:
+        paired = parent.snapshot_for(snapshot.snapshot_id)
+        if paired is None:
+            unusable[snapshot.snapshot_id] = (
+                f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
+            )
+            continue
+        try:
+            relation = with_reference(
+                con,
+                control,
+                snapshot.relation(types=types[snapshot.snapshot_id]),
+                ReferenceSnapshot(*paired),
+            )
+            query = control.compile(relation, sample_size)
+            results[snapshot.snapshot_id] = con.execute(query.sql, query.params).fetchone()
+        except SnapshotError as error:
+            unusable[snapshot.snapshot_id] = str(error)
+        except duckdb.Error as error:
+            unusable[snapshot.snapshot_id] = (
+                f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
+            )
+    return results
 
 
 def _run_partitioned(

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from reflex_actions.backtest import BacktestReport, backtest, load_history
+from reflex_actions.backtest import BacktestReport, History, backtest, load_history
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
-from reflex_actions.controls import load_control_spec
+from reflex_actions.controls import Control, load_control_spec
+from reflex_actions.errors import ReflexError
 from reflex_actions.report.backtest import render_html, render_markdown
 
 
@@ -33,6 +34,19 @@ def _below(value: float | None, threshold: float | None) -> bool:
     return threshold is not None and (value is None or value < threshold)
 
 
+def _reference_histories(control: Control, folder: Path | None) -> dict[str, History]:
+    """The parent's history a referencing control is backtested against (by its urn)."""
+    target = control.referenced()
+    if target is None and folder is not None:
+        raise ReflexError(f"--reference-history: a {control.type} control references no dataset")
+    if target is not None and folder is None:
+        raise ReflexError(
+            f"{control.type} checks values against {target.dataset}: give its history as "
+            "--reference-history DIR"
+        )
+    return {target.dataset: load_history(folder)} if target and folder else {}
+
+
 @click.command("backtest")
 @click.argument("spec", type=click.Path(path_type=Path))
 @click.option(
@@ -42,6 +56,12 @@ def _below(value: float | None, threshold: float | None) -> bool:
     required=True,
     type=click.Path(path_type=Path),
     help="A dataset's history folder (snapshot files + labels.yaml); repeat for several.",
+)
+@click.option(
+    "--reference-history",
+    type=click.Path(path_type=Path),
+    help="The referenced (parent) dataset's history, for a control checked against one: each "
+    "snapshot is paired with the parent's of the same id, or its latest one before it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -57,6 +77,7 @@ def _below(value: float | None, threshold: float | None) -> bool:
 def backtest_command(
     spec: Path,
     histories: tuple[Path, ...],
+    reference_history: Path | None,
     as_json: bool,
     report_path: Path | None,
     sample_size: int,
@@ -67,12 +88,14 @@ def backtest_command(
     """Backtest a control SPEC on historical snapshots and report precision, recall, coverage."""
     control = load_control_spec(spec)
     loaded = [load_history(folder) for folder in histories]
+    references = _reference_histories(control, reference_history)
     report: BacktestReport = backtest(
         control,
         loaded,
         sample_size=sample_size,
         memory_limit=memory_limit,
         progress=TerminalProgress() if sys.stderr.isatty() else None,
+        references=references,
     )
     if report_path is not None:
         report_path.write_text(render_html(report), encoding="utf-8")

@@ -9,11 +9,18 @@ import click
 
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
 from reflex_actions.controls import load_control_spec
-from reflex_actions.executor import DEFAULT_SAMPLE_SIZE, ControlResult, run_control
-from reflex_actions.sql import Relation
+from reflex_actions.executor import (
+    DEFAULT_SAMPLE_SIZE,
+    REFERENCE_PARAMETER,
+    ControlResult,
+    ReferenceSnapshot,
+    run_control,
+)
+from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.sql import SHOWN_RELATION
 
-#: The relation shown in compiled SQL: the snapshot file is bound at run time as ``$snapshot``.
-DISPLAY_RELATION = Relation(sql="SELECT * FROM read_parquet($snapshot)")
+#: Parameters bound to files at run time, not shown as values.
+FILE_PARAMETERS = {"snapshot", REFERENCE_PARAMETER}
 
 
 @click.group()
@@ -28,13 +35,15 @@ def control() -> None:
 def compile_command(spec: Path, as_json: bool) -> None:
     """Print the DuckDB SQL a control SPEC compiles to (parameters bound at run time)."""
     control_spec = load_control_spec(spec)
-    query = control_spec.compile(DISPLAY_RELATION, sample_size=DEFAULT_SAMPLE_SIZE)
-    params = {name: value for name, value in query.params.items() if name != "snapshot"}
+    query = control_spec.compile(SHOWN_RELATION, sample_size=DEFAULT_SAMPLE_SIZE)
+    params = {name: value for name, value in query.params.items() if name not in FILE_PARAMETERS}
     if as_json:
         print_json({"type": control_spec.type, "sql": query.sql, "parameters": params})
         return
     click.echo(f"-- {control_spec.type}: {control_spec.describe()}")
     click.echo("-- $snapshot = the snapshot file (read_csv(..., all_varchar = true) for CSV)")
+    if (target := control_spec.referenced()) is not None:
+        click.echo(f"-- ${REFERENCE_PARAMETER} = the snapshot of {target.dataset}")
     for name, value in params.items():
         click.echo(f"-- ${name} = {value!r}")
     click.echo(query.sql + ";")
@@ -46,13 +55,27 @@ def compile_command(spec: Path, as_json: bool) -> None:
     "--snapshot", required=True, type=click.Path(path_type=Path), help="Parquet or CSV file."
 )
 @click.option(
+    "--reference",
+    type=click.Path(path_type=Path),
+    help="The referenced (parent) dataset's snapshot, for a control checked against one.",
+)
+@click.option(
     "--sample-size", default=DEFAULT_SAMPLE_SIZE, show_default=True, type=click.IntRange(0)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @reports_bad_input
-def run_command(spec: Path, snapshot: Path, sample_size: int, as_json: bool) -> None:
+def run_command(
+    spec: Path, snapshot: Path, reference: Path | None, sample_size: int, as_json: bool
+) -> None:
     """Run a control SPEC on one snapshot; exit 0 if it passes, 1 if it fails, 2 on bad input."""
-    result = run_control(load_control_spec(spec), snapshot, sample_size=sample_size)
+    parent = (
+        ReferenceSnapshot(SnapshotFile.from_path(reference), "given as --reference")
+        if reference is not None
+        else None
+    )
+    result = run_control(
+        load_control_spec(spec), snapshot, sample_size=sample_size, reference=parent
+    )
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -68,5 +91,10 @@ def _print_result(result: ControlResult) -> None:
         f"{result.violation_count} {result.violation_unit} in {result.rows_scanned} row(s), "
         f"{result.allowed_violations} allowed, {result.elapsed_ms:.0f} ms"
     )
+    if result.reference is not None:
+        click.echo(
+            f"      checked against {result.reference.snapshot} "
+            f"({result.reference.snapshot_id}, {result.reference.chosen})"
+        )
     for row in result.sample:
         click.echo(f"      - {row}")

@@ -21,6 +21,8 @@ MAX_COUNT = 10**12
 MAX_COLUMN_NAME_CHARS = 255
 #: Most columns or values one spec list may name.
 MAX_LIST_ITEMS = 64
+#: Longest dataset urn a spec may name (real ones are well under 300 characters).
+MAX_URN_CHARS = 1000
 
 
 def count_field(default: int, ge: int = 0, le: int = MAX_COUNT) -> Any:
@@ -39,6 +41,27 @@ def validate_column_name(name: str) -> str:
             f"at most {MAX_COLUMN_NAME_CHARS} are allowed"
         )
     return name
+
+
+class ReferencedField(BaseModel):
+    """A field of another dataset that a control checks values against (a child's parent)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str = Field(max_length=MAX_URN_CHARS)
+    field: str
+
+    @field_validator("dataset")
+    @classmethod
+    def _a_dataset_urn(cls, value: str) -> str:
+        if not (value.startswith("urn:li:dataset:(") and value.endswith(")")):
+            raise ValueError(f"{excerpt(value)} is not a dataset urn (urn:li:dataset:(...))")
+        return value
+
+    @field_validator("field")
+    @classmethod
+    def _check_field(cls, value: str) -> str:
+        return validate_column_name(value)
 
 
 class Control(BaseModel, ABC):
@@ -61,6 +84,11 @@ class Control(BaseModel, ABC):
         Usually the snapshot columns; a control over another table (e.g. ownership edges) has none.
         """
         return self.required_columns()
+
+    def referenced(self) -> ReferencedField | None:
+        """The other dataset's field this control is checked against, if any: its relation then
+        carries that dataset's snapshot as ``reference``."""
+        return None
 
     def with_dataset_fields(self, mapping: dict[str, str]) -> Control:
         """The same control on a dataset that names its fields differently (source -> target)."""

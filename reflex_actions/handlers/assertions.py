@@ -121,6 +121,7 @@ def run_event_mcp(
                 "violation_count": str(result.violation_count),
                 "allowed_violations": str(result.allowed_violations),
                 "sample": json.dumps(result.sample, default=str)[:2000],
+                **_reference_results(result),
             },
         )
     event = AssertionRunEventClass(
@@ -132,6 +133,28 @@ def run_event_mcp(
         result=outcome,
     )
     return acting_as(actor, assertion, event)
+
+
+def _reference_results(result: ControlResult) -> dict[str, str]:
+    """Which parent snapshot a referencing control's run was checked against."""
+    if result.reference is None:
+        return {}
+    return {
+        "reference_dataset": result.reference.dataset,
+        "reference_snapshot": result.reference.snapshot,
+        "reference_snapshot_id": result.reference.snapshot_id,
+        "reference_chosen": result.reference.chosen,
+    }
+
+
+def _checked_against(result: ControlResult) -> str:
+    reference = result.reference
+    if reference is None:
+        return ""
+    return (
+        f"Checked against {display_name(reference.dataset)} snapshot {reference.snapshot_id} "
+        f"({reference.chosen})."
+    )
 
 
 def record_recurrence(
@@ -159,6 +182,7 @@ def record_recurrence(
             f"{result.rows_scanned} row(s), {result.allowed_violations} allowed.\n\n"
             f"This is a recurrence of lesson '{lesson_title}' ({lesson.urn}), learned from "
             f"incident {lesson.incident}.\n\nWorst offenders:\n{sample or '- (none sampled)'}"
+            + (f"\n\n{_checked_against(result)}" if result.reference else "")
             + (f"\n\n{extra}" if extra else "")
         )
         stamp = AuditStampClass(time=timestamp_ms, actor=actor)

@@ -57,6 +57,7 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         source=source,
         history=ctx.history_for(source.urn) if source else None,
         catalog=ctx.catalog,
+        histories=ctx.history_for,
     )
     lesson = draft_lesson(lesson_urn, text, facts, ctx.proposer)
     actor = ctx.config.service_actor

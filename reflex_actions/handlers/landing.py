@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from datahub.metadata.schema_classes import OperationClass
 
+from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
 from reflex_actions.config import LandingConfig
+from reflex_actions.controls import Control
 from reflex_actions.errors import ReflexError
+from reflex_actions.executor import ReferenceSnapshot
+from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.vocabulary import dataset_platform, display_name
 
 DEFAULT_PARTITION = "FULL_TABLE_SNAPSHOT"
 
@@ -45,3 +51,39 @@ def locate_snapshot(
         raise SnapshotRefused(f"snapshot {excerpt(str(path))} is outside the allowed roots")
     # The snapshot reader reads exactly this resolved file (glob characters escaped).
     return resolved, snapshot_id or resolved.stem
+
+
+def parent_snapshot(
+    control: Control,
+    snapshot_id: str,
+    landing: LandingConfig,
+    history_of: Callable[[str], History | None],
+) -> ReferenceSnapshot | None:
+    """The parent snapshot a landed child snapshot is checked against, for a control that
+    references another dataset: the parent's landed snapshot with the same id (by the landing
+    locator, within the allowed roots), else its history's snapshot with that id or the latest
+    one before it. Raise SnapshotRefused when there is none."""
+    target = control.referenced()
+    if target is None:
+        return None
+    name, platform = display_name(target.dataset), dataset_platform(target.dataset)
+    if landing.locator and snapshot_id:
+        landed = Path(landing.locator.format(name=name, platform=platform, snapshot_id=snapshot_id))
+        try:
+            resolved = landed.resolve()
+        except (OSError, ValueError):
+            resolved = None
+        if (
+            resolved is not None
+            and resolved.is_file()
+            and any(resolved.is_relative_to(root.resolve()) for root in landing.allowed_roots)
+        ):
+            return ReferenceSnapshot(SnapshotFile.from_path(resolved), "the same snapshot id")
+    parent_history = history_of(target.dataset)
+    paired = parent_history.snapshot_for(snapshot_id) if parent_history else None
+    if paired is None:
+        raise SnapshotRefused(
+            f"{name}, which {control.type} references, has no snapshot with id "
+            f"{excerpt(snapshot_id)} or before it"
+        )
+    return ReferenceSnapshot(*paired)

@@ -91,12 +91,15 @@ def _backtest_section(
         histories[""] = estate  # one estate-wide history: it speaks for every scope
     if not histories:
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on."
+    target = control.referenced()
+    parent = ctx.history_for(target.dataset) if target else None
     report = backtest(
         control,
         list(histories.values()),
         sample_size=ctx.config.backtest.sample_size,
         memory_limit=ctx.config.backtest.memory_limit,
         controls_by_dataset=controls,
+        references={target.dataset: parent} if target and parent else {},
     )
     scope = [lesson.source_dataset or "", *(c.urn for c in resolution.recommended)]
     scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}

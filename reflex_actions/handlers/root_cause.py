@@ -61,7 +61,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
         pattern = lesson.failure_pattern
         if pattern == UNKNOWN_PATTERN:  # the steward named the control: its kind names the pattern
             pattern = _pattern_of(spec_text)
-        control = parse_steward_control(spec_text, pattern, source)
+        control = parse_steward_control(spec_text, pattern, source, ctx.catalog)
     except ControlSpecError as error:
         lesson.validation_error = str(error)
         return str(error)

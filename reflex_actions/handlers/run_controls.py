@@ -19,7 +19,12 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.landing import DEFAULT_PARTITION, SnapshotRefused, locate_snapshot
+from reflex_actions.handlers.landing import (
+    DEFAULT_PARTITION,
+    SnapshotRefused,
+    locate_snapshot,
+    parent_snapshot,
+)
 from reflex_actions.handlers.lesson_store import structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.kinds import triggered_by
@@ -98,7 +103,8 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
         result, error = None, refused
         if path is not None:
             try:
-                result = run_control(control, path)
+                parent = parent_snapshot(control, snapshot_id, ctx.config.landing, ctx.history_for)
+                result = run_control(control, path, reference=parent)
             except ReflexError as failure:  # corrupt or drifted snapshot: an ERROR run, no incident
                 error = str(failure)
         if result is not None and not result.passed:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.controls import Control
 from reflex_actions.errors import ReflexError
-from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.facts import FactReader, IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation
@@ -80,6 +80,13 @@ class LessonKind(ABC):
     ) -> LessonDraft:
         """A draft from the words plus what the catalog and the history show."""
 
+    def check_control(
+        self, control: Control, source: DatasetContext | None, catalog: FactReader | None
+    ) -> list[str]:
+        """Problems with ``control`` beyond its fields existing in the source (empty when
+        fine), e.g. that a dataset it references is in the catalog with a compatible field."""
+        return []
+
     def control_types(self) -> tuple[str, ...]:
         return tuple(_type_of(control) for control in self.controls)
 
@@ -102,6 +109,14 @@ class LessonKind(ABC):
     ) -> list[list[str]]:
         """Indexed lookups beyond the control's field names and the source's domain."""
         return []
+
+    def related_through(
+        self, query: SimilarityQuery, source: DatasetContext, catalog: CatalogReader
+    ) -> dict[str, Relation]:
+        """Lineage relations beyond the source's own relatives that make a dataset a candidate
+        (urn -> how it is related), e.g. datasets downstream of a parent the control references.
+        They count as found and take precedence over the source's relation in ``signals``."""
+        return {}
 
     def signals(
         self,

@@ -33,7 +33,8 @@ from reflex_actions.vocabulary import display_name
 ORPHANED_OWNERSHIP = "orphaned_ownership"
 
 OWNERSHIP_WORDS = re.compile(
-    r"\b(owner(?:ship|s)?|left the company|leaver|offboard\w*|suspended|orphan\w*|"
+    r"\b(owner(?:ship|s)?|left the company|leaver|offboard\w*|suspended|"
+    r"orphan\w* (?:datasets?|tables?|assets?)|"
     r"nobody to (?:page|approve|contact))\b",
     re.IGNORECASE,
 )

@@ -154,4 +154,4 @@ def _parse(
         ]
     if any(item.source in ("catalog", "history") for item in draft.evidence):
         return draft, ["evidence sources must be title, description or resolution_note"]
-    return draft, check_draft(draft, text, facts.source)
+    return draft, check_draft(draft, text, facts.source, facts.catalog)

@@ -11,12 +11,19 @@ from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError
 from reflex_actions.kinds import registered_kinds
+from reflex_actions.lessons.facts import FactReader
 from reflex_actions.lessons.model import IncidentText, LessonDraft
 from reflex_actions.patterns import UNKNOWN_PATTERN
 
 
-def check_control(control: Control, pattern: str, source: DatasetContext | None) -> list[str]:
-    """Problems with using ``control`` for this pattern on this dataset (empty when fine)."""
+def check_control(
+    control: Control,
+    pattern: str,
+    source: DatasetContext | None,
+    catalog: FactReader | None = None,
+) -> list[str]:
+    """Problems with using ``control`` for this pattern on this dataset (empty when fine); with
+    the catalog, also what the kind checks there (e.g. a referenced dataset and its field)."""
     problems = []
     kind = next((k for k in registered_kinds() if k.pattern == pattern), None)
     expected = kind.control_types() if kind else ()
@@ -33,10 +40,17 @@ def check_control(control: Control, pattern: str, source: DatasetContext | None)
                 f"field(s) {', '.join(repr(m) for m in missing)} do not exist in {source.name}; "
                 f"it has {', '.join(sorted(names)) or 'no schema'}"
             )
+    if kind is not None and not problems:
+        problems += kind.check_control(control, source, catalog)
     return problems
 
 
-def check_draft(draft: LessonDraft, text: IncidentText, source: DatasetContext | None) -> list[str]:
+def check_draft(
+    draft: LessonDraft,
+    text: IncidentText,
+    source: DatasetContext | None,
+    catalog: FactReader | None = None,
+) -> list[str]:
     """Problems with a proposer's draft (empty when it may be written as a lesson)."""
     problems: list[str] = []
     known = [kind.pattern for kind in registered_kinds()]
@@ -56,7 +70,7 @@ def check_draft(draft: LessonDraft, text: IncidentText, source: DatasetContext |
         except ControlSpecError as error:
             problems.append(str(error))
         else:
-            problems += check_control(control, draft.failure_pattern, source)
+            problems += check_control(control, draft.failure_pattern, source, catalog)
     fields = text.fields()
     for item in draft.evidence:
         if item.source in fields and item.quote not in fields[item.source]:
@@ -64,10 +78,12 @@ def check_draft(draft: LessonDraft, text: IncidentText, source: DatasetContext |
     return problems
 
 
-def parse_steward_control(spec_text: str, pattern: str, source: DatasetContext | None) -> Control:
+def parse_steward_control(
+    spec_text: str, pattern: str, source: DatasetContext | None, catalog: FactReader | None
+) -> Control:
     """A steward's (possibly edited) control YAML, validated; raise ControlSpecError otherwise."""
     control = parse_control_yaml(spec_text)
-    problems = check_control(control, pattern, source)
+    problems = check_control(control, pattern, source, catalog)
     if problems:
         raise ControlSpecError("; ".join(problems))
     return control

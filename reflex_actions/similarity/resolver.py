@@ -48,6 +48,7 @@ def resolve_similar_assets(
         raise SimilarityError(f"source dataset {query.source_urn} is not in the catalog")
     relatives = (
         lineage_relatives(catalog, source.urn, config.max_lineage_hops)
+        | kind.related_through(query, source, catalog)
         if kind.follows_lineage()
         else {}
     )

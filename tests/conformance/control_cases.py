@@ -28,6 +28,8 @@ class ControlCase:
     invalid_specs: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: spec values that must be bound as parameters, never appear in the SQL text
     bound_values: list[str] = field(default_factory=list)
+    #: the referenced (parent) dataset's rows, for a control checked against another dataset
+    reference_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 UNIQUENESS = ControlCase(

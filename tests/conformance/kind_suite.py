@@ -28,13 +28,14 @@ from reflex_actions.errors import (
     SnapshotNotFoundError,
     SnapshotUnreadableError,
 )
-from reflex_actions.executor import run_control
+from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
 from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.kinds.base import LessonKind
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
+from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import Relation
 from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
 from tests.conftest import write_snapshot
@@ -71,6 +72,16 @@ class BaseLessonKindConformance:
     def control(self, names: dict[str, str] | None = None) -> Any:
         case = self.control_case
         return parse_control_spec(case.make_spec(names or case.columns))
+
+    def run(self, control: Any, path: Path, names: dict[str, str] | None = None) -> ControlResult:
+        """Run on one snapshot; a control checked against another dataset gets that dataset's
+        snapshot (the case's reference rows, in the same format) beside it."""
+        reference = None
+        if control.referenced() is not None:
+            rows = rows_as(self.control_case.reference_rows, names or self.control_case.columns)
+            parent = write_snapshot(path.with_name(f"parent-of-{path.stem}{path.suffix}"), rows)
+            reference = ReferenceSnapshot(SnapshotFile.from_path(parent), "given")
+        return run_control(control, path, reference=reference)
 
     # --- words and drafts -------------------------------------------------------------------------
     def test_it_is_registered_with_its_control(self) -> None:
@@ -120,7 +131,11 @@ class BaseLessonKindConformance:
     def test_compiles_with_quoted_identifiers_and_bound_values(self) -> None:
         names = hostile_names(self.control_case)
         control = self.control(names)
-        relation = Relation(sql="SELECT * FROM read_parquet($snapshot)", params={"snapshot": "x"})
+        relation = Relation(
+            sql="SELECT * FROM read_parquet($snapshot)",
+            params={"snapshot": "x"},
+            reference=Relation(sql="SELECT * FROM read_parquet($parent)", params={"parent": "y"}),
+        )
         first, second = control.compile(relation), control.compile(relation)
         assert first == second
         for name in control.required_columns():
@@ -134,7 +149,7 @@ class BaseLessonKindConformance:
         path = write_snapshot(
             tmp_path / f"clean.{snapshot_format}", rows_as(case.passing_rows, case.columns)
         )
-        result = run_control(self.control(), path)
+        result = self.run(self.control(), path)
         assert (result.passed, result.violation_count, result.sample) == (True, 0, [])
         assert result.rows_scanned == len(case.passing_rows)
         assert result.snapshot_id == "clean"
@@ -148,7 +163,7 @@ class BaseLessonKindConformance:
         path = write_snapshot(
             tmp_path / f"bad.{snapshot_format}", rows_as(case.failing_rows, names)
         )
-        result = run_control(self.control(names), path)
+        result = self.run(self.control(names), path, names)
         assert not result.passed
         assert result.violation_count == case.expected_violations
         assert result.rows_scanned == len(case.failing_rows)
@@ -163,7 +178,7 @@ class BaseLessonKindConformance:
         control = self.control()
         if not control.required_columns():  # e.g. a row count: no snapshot can drift from it
             path = write_snapshot(tmp_path / f"other.{snapshot_format}", [{"unrelated": 1}] * 3)
-            assert run_control(control, path).rows_scanned == 3
+            assert self.run(control, path).rows_scanned == 3
             return
         dropped = case.columns[next(iter(case.columns))]
         rows = [
@@ -172,21 +187,22 @@ class BaseLessonKindConformance:
         ]
         path = write_snapshot(tmp_path / f"drifted.{snapshot_format}", rows)
         with pytest.raises(SchemaDriftError) as raised:
-            run_control(control, path)
+            self.run(control, path)
         assert raised.value.missing == [dropped]
         assert repr(dropped) in str(raised.value)
 
     def test_missing_and_unreadable_snapshots_are_clear_errors(self, tmp_path: Path) -> None:
         control = self.control()
         with pytest.raises(SnapshotNotFoundError, match="not found"):
-            run_control(control, tmp_path / "absent.parquet")
+            self.run(control, tmp_path / "absent.parquet")
         corrupt = tmp_path / "corrupt.parquet"
         corrupt.write_bytes(b"PAR1 this is not parquet")
         with pytest.raises(SnapshotUnreadableError, match=r"corrupt\.parquet"):
-            run_control(control, corrupt)
+            self.run(control, corrupt)
 
     def test_a_partitioned_relation_matches_single_runs(self, tmp_path: Path) -> None:
-        """Backtests evaluate many snapshots in one query; each partition must match a run."""
+        """Backtests evaluate many snapshots in one query; each partition must match a run (a
+        control checked against another dataset runs one snapshot at a time, and says so)."""
         case, control = self.control_case, self.control()
         clean = write_snapshot(tmp_path / "s1.parquet", rows_as(case.passing_rows, case.columns))
         bad = write_snapshot(tmp_path / "s2.parquet", rows_as(case.failing_rows, case.columns))
@@ -196,9 +212,13 @@ class BaseLessonKindConformance:
             params={"files": [str(clean), str(bad)]},
             partition_column="part",
         )
+        if control.referenced() is not None:
+            with pytest.raises(ControlSpecError, match="one snapshot"):
+                control.compile(relation)
+            return
         query = control.compile(relation)
         rows = duckdb.connect().execute(query.sql, query.params).fetchall()
-        singles = [run_control(control, path) for path in (clean, bad)]
+        singles = [self.run(control, path) for path in (clean, bad)]
         assert [row[0] for row in rows] == ["s1", "s2"]
         for row, single in zip(rows, singles, strict=True):
             _, rows_scanned, violation_count, sample = row
@@ -230,7 +250,15 @@ class BaseLessonKindConformance:
         ):
             write_snapshot(folder / f"{snapshot}.parquet", rows_as(rows, case.columns))
         (folder / "labels.yaml").write_text(yaml.safe_dump({"failures": ["2026-01-02"]}))
-        report = backtest(self.control(), [load_history(folder)])
+        control, references = self.control(), {}
+        if (target := control.referenced()) is not None:  # one parent snapshot, before them all
+            parent = tmp_path / "parent"
+            parent.mkdir()
+            write_snapshot(
+                parent / "2026-01-01.parquet", rows_as(case.reference_rows, case.columns)
+            )
+            references = {target.dataset: load_history(parent)}
+        report = backtest(control, [load_history(folder)], references=references)
         counts = (
             report.true_positives,
             report.false_positives,

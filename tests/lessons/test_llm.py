@@ -80,6 +80,9 @@ class NoUsers:
     def user_status(self, urn: str) -> str | None:
         return None
 
+    def datasets_by_field(self, field_name: str) -> list[str]:
+        return [PAYMENTS] if SOURCE.field(field_name) else []
+
 
 FACTS = IncidentFacts(source=SOURCE, history=None, catalog=NoUsers())
 
