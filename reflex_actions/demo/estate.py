@@ -14,7 +14,7 @@ from typing import Literal
 PLATFORM = "snowflake"
 ENV = "PROD"
 
-Domain = Literal["finance", "marketing", "hr", "logistics"]
+Domain = Literal["finance", "marketing", "hr", "logistics", "sales"]
 SubType = Literal["Table", "View"]
 OwnershipType = Literal["TECHNICAL_OWNER", "BUSINESS_OWNER", "DATA_STEWARD"]
 
@@ -102,6 +102,7 @@ GROUPS: dict[str, Group] = {
         Group("marketing-analytics", "Marketing Analytics"),
         Group("people-ops", "People Operations"),
         Group("logistics-ops", "Logistics Operations"),
+        Group("sales-data-eng", "Sales Data Engineering"),
     )
 }
 
@@ -116,6 +117,8 @@ USERS: dict[str, User] = {
         User("maria", "Maria Lopez", "marketing-analytics"),
         User("henry", "Henry Brooks", "people-ops"),
         User("leo", "Leo Fischer", "logistics-ops"),
+        User("nina", "Nina Petrova", "sales-data-eng"),
+        User("omar", "Omar Haddad", "sales-data-eng"),
     )
 }
 
@@ -127,6 +130,12 @@ def _key(name: str, native_type: str, description: str = "") -> SchemaField:
 _AMOUNT = SchemaField("amount", "DECIMAL(18,2)", description="Amount in the row's currency.")
 _ACCOUNT_ID = SchemaField("account_id", "VARCHAR", description="Customer account.")
 _TRANSACTION_ID_DOC = "Payment transaction identifier, as issued by the payment gateway."
+#: The storefront's tables: one orders parent, the tables that refer to its orders downstream.
+_ORDER_ID_DOC = "The storefront order (a sales.orders order_id)."
+_CUSTOMER_ID = SchemaField("customer_id", "VARCHAR", description="The ordering customer.")
+_CURRENCY_CODE = SchemaField("currency_code", "VARCHAR", description="ISO 4217 currency code.")
+_QUANTITY = SchemaField("quantity", "INTEGER", description="Units of the SKU.")
+_SALES_OWNERS = (Owner("nina", "TECHNICAL_OWNER"), Owner("omar", "TECHNICAL_OWNER"))
 
 _ESTATE_DATASETS: tuple[Dataset, ...] = (
     Dataset(
@@ -321,6 +330,68 @@ _ESTATE_DATASETS: tuple[Dataset, ...] = (
             SchemaField("shipped_at", "TIMESTAMP", description="When it left the warehouse."),
         ),
         owners=(Owner("leo", "TECHNICAL_OWNER"), Owner("leo", "DATA_STEWARD")),
+    ),
+    Dataset(
+        name="sales.orders",
+        domain="sales",
+        sub_type="Table",
+        description="Storefront orders, one row per order placed at checkout.",
+        fields=(
+            _key("order_id", "VARCHAR", "Storefront order number."),
+            _CUSTOMER_ID,
+            _CURRENCY_CODE,
+            SchemaField("amount_minor", "BIGINT", description="Order total in minor units."),
+            SchemaField("status", "VARCHAR", description="placed, paid or cancelled."),
+            SchemaField("ordered_at", "TIMESTAMP", description="When checkout completed."),
+        ),
+        owners=_SALES_OWNERS,
+    ),
+    Dataset(
+        name="sales.order_lines",
+        domain="sales",
+        sub_type="Table",
+        description="The lines of each storefront order: one SKU and its quantity per line.",
+        fields=(
+            _key("order_id", "VARCHAR", _ORDER_ID_DOC),
+            _key("line_no", "INTEGER", "Line number within the order."),
+            SchemaField("sku", "VARCHAR", description="Stock keeping unit."),
+            _QUANTITY,
+            SchemaField("unit_price_minor", "BIGINT", description="Unit price in minor units."),
+        ),
+        owners=_SALES_OWNERS,
+        upstreams=("sales.orders",),
+    ),
+    Dataset(
+        name="sales.invoices",
+        domain="sales",
+        sub_type="Table",
+        description="Invoices issued for paid orders, one per order, billed to its customer.",
+        fields=(
+            _key("invoice_id", "VARCHAR", "Sales invoice number."),
+            SchemaField("order_id", "VARCHAR", description=_ORDER_ID_DOC),
+            _CUSTOMER_ID,
+            _CURRENCY_CODE,
+            SchemaField("amount_minor", "BIGINT", description="Invoiced total in minor units."),
+            SchemaField("issued_at", "TIMESTAMP", description="When the invoice was issued."),
+        ),
+        owners=_SALES_OWNERS,
+        upstreams=("sales.orders",),
+    ),
+    Dataset(
+        name="sales.returns",
+        domain="sales",
+        sub_type="Table",
+        description="Returned order lines, as booked by the returns desk.",
+        fields=(
+            _key("return_id", "VARCHAR", "Return authorisation number."),
+            SchemaField("order_id", "VARCHAR", description=_ORDER_ID_DOC),
+            SchemaField("line_no", "INTEGER", description="The returned line of the order."),
+            SchemaField("sku", "VARCHAR", description="Stock keeping unit."),
+            _QUANTITY,
+            SchemaField("returned_at", "TIMESTAMP", description="When the goods came back."),
+        ),
+        owners=_SALES_OWNERS,
+        upstreams=("sales.order_lines",),
     ),
 )
 

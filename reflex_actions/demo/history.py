@@ -6,7 +6,8 @@ gives the same tables and the labels stay true to the data by construction: a sn
 labelled exactly when the generator injected a failure into it.
 
 Each daily snapshot holds the rows one daily load wrote. All finance tables derive from the same
-stream of gateway transactions, so their ids line up along the lineage.
+stream of gateway transactions, and all sales tables from the same stream of storefront orders,
+so their ids line up along the lineage (a child row refers to that day's parent rows).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ LABELS_FILE = "labels.yaml"
 
 PAYMENTS_INCIDENT = "urn:li:incident:reflex-demo-payments-duplicates"
 OWNERSHIP_INCIDENT = "urn:li:incident:reflex-demo-orphaned-ownership"
+ORDERS_INCIDENT = "urn:li:incident:reflex-demo-orders-missing-customer"
+ORDER_LINES_INCIDENT = "urn:li:incident:reflex-demo-order-lines-negative-quantity"
 
 #: The loader column a retry rewrites; datasets without it get byte-identical repeated rows.
 BATCH_COLUMN = "ingestion_batch"
@@ -49,6 +52,12 @@ CURRENCIES = ("EUR", "USD", "GBP", "CHF")
 CURRENCY_WEIGHTS = (60, 25, 10, 5)
 SKUS = tuple(f"SKU-{number:04d}" for number in range(1, 61))
 LANDING_PAGES = ("/", "/pricing", "/checkout", "/blog/fees", "/signup", "/help/refunds")
+ORDER_STATUSES = ("paid", "placed", "cancelled")
+ORDER_STATUS_WEIGHTS = (80, 12, 8)
+SALES_SKUS = tuple(f"SKU-{number:04d}" for number in range(101, 141))
+MAX_LINE_QUANTITY = 10
+#: share of storefront orders placed through guest checkout (a customer made at checkout)
+GUEST_SHARE = 0.15
 
 _DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 _ARROW_TYPES: dict[str, pa.DataType] = {
@@ -76,27 +85,54 @@ def arrow_schema(dataset: Dataset) -> pa.Schema:
 
 
 @dataclass(frozen=True)
+class Streams:
+    """One day of the estate's common upstreams: the gateway transactions (of the finance
+    tables) and the storefront orders, each with its lines (of the sales tables)."""
+
+    transactions: list[Row]
+    orders: list[Row]
+
+
+@dataclass(frozen=True)
 class DayLoad:
-    """What a row builder needs for one dataset on one day: its own random stream and the
-    gateway transactions of that day (the common upstream of the finance tables)."""
+    """What a row builder needs for one dataset on one day: its own random stream and that
+    day's common upstreams."""
 
     day: date
-    transactions: list[Row]
+    streams: Streams
     rng: random.Random
+
+    @property
+    def transactions(self) -> list[Row]:
+        return self.streams.transactions
+
+    @property
+    def orders(self) -> list[Row]:
+        return self.streams.orders
 
 
 RowBuilder = Callable[[DayLoad], list[Row]]
+#: A defect written into one load's rows (drawing on that load's random stream).
+Injection = Callable[[list[Row], DayLoad], list[Row]]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A defect injected into one day's load (so labelled a failure), and the incident that
+    found it, if any."""
+
+    inject: Injection
+    incident: str | None = None
 
 
 @dataclass(frozen=True)
 class History:
-    """One dataset's daily history; ``retry_days`` maps each day whose load was retried (its
-    failure label) to the incident that found it, if any."""
+    """One dataset's daily history; ``failures`` maps each day whose load was broken to how."""
 
     dataset: str
     snapshot_format: SnapshotFormat
     build_rows: RowBuilder
-    retry_days: Mapping[date, str | None]
+    failures: Mapping[date, Failure]
 
     @property
     def suffix(self) -> str:
@@ -287,42 +323,115 @@ def _web_sessions(load: DayLoad) -> list[Row]:
     return rows
 
 
+def _storefront_orders(seed: int, day: date) -> list[Row]:
+    """The day's storefront orders, each with its lines; ``guest`` marks a guest checkout."""
+    rng = _rng(seed, "storefront", day)
+    count = rng.randint(120, 180)
+    start = datetime(day.year, day.month, day.day)
+    seconds = sorted(rng.randrange(86_400) for _ in range(count))
+    orders = []
+    for order_id, second in zip(_ids("ORD", day, count), seconds, strict=True):
+        lines = [
+            {
+                "line_no": line_no,
+                "sku": rng.choice(SALES_SKUS),
+                "quantity": rng.choices(range(1, MAX_LINE_QUANTITY + 1), range(10, 0, -1))[0],
+                "unit_price_minor": rng.randint(199, 24_999),
+            }
+            for line_no in range(1, rng.randint(1, 4) + 1)
+        ]
+        orders.append(
+            {
+                "order_id": order_id,
+                "customer_id": f"CUS-{rng.randint(1, 2_000):05d}",
+                "guest": rng.random() < GUEST_SHARE,
+                "currency_code": rng.choices(CURRENCIES, CURRENCY_WEIGHTS)[0],
+                "status": rng.choices(ORDER_STATUSES, ORDER_STATUS_WEIGHTS)[0],
+                "ordered_at": start + timedelta(seconds=second),
+                "lines": lines,
+            }
+        )
+    return orders
+
+
+def _order_total(order: Row) -> int:
+    return sum(line["quantity"] * line["unit_price_minor"] for line in order["lines"])
+
+
+def _orders(load: DayLoad) -> list[Row]:
+    return [
+        {
+            "order_id": order["order_id"],
+            "customer_id": order["customer_id"],
+            "currency_code": order["currency_code"],
+            "amount_minor": _order_total(order),
+            "status": order["status"],
+            "ordered_at": order["ordered_at"],
+        }
+        for order in load.orders
+    ]
+
+
+def _order_lines(load: DayLoad) -> list[Row]:
+    return [
+        {"order_id": order["order_id"], **line} for order in load.orders for line in order["lines"]
+    ]
+
+
+def _paid(orders: list[Row]) -> list[Row]:
+    return [order for order in orders if order["status"] == "paid"]
+
+
+def _invoices(load: DayLoad) -> list[Row]:
+    """One invoice per paid order, billed to the order's customer."""
+    paid = _paid(load.orders)
+    return [
+        {
+            "invoice_id": invoice_id,
+            "order_id": order["order_id"],
+            "customer_id": order["customer_id"],
+            "currency_code": order["currency_code"],
+            "amount_minor": _order_total(order),
+            "issued_at": _later(order["ordered_at"], load.rng, 5, 120),
+        }
+        for invoice_id, order in zip(_ids("SI", load.day, len(paid)), paid, strict=True)
+    ]
+
+
+def _returns(load: DayLoad) -> list[Row]:
+    """A few lines of paid orders come back, some of their units or all."""
+    returned = [
+        (order, line)
+        for order in _paid(load.orders)
+        for line in order["lines"]
+        if load.rng.random() < 0.06
+    ]
+    return [
+        {
+            "return_id": return_id,
+            "order_id": order["order_id"],
+            "line_no": line["line_no"],
+            "sku": line["sku"],
+            "quantity": load.rng.randint(1, line["quantity"]),
+            "returned_at": _later(order["ordered_at"], load.rng, 2 * 24 * 60, 6 * 24 * 60),
+        }
+        for return_id, (order, line) in zip(
+            _ids("RMA", load.day, len(returned)), returned, strict=True
+        )
+    ]
+
+
 def _september(*days: int) -> tuple[date, ...]:
     return tuple(date(2026, 9, day) for day in days)
 
 
-HISTORIES: tuple[History, ...] = (
-    History(
-        "finance.payments",
-        "parquet",
-        _payments,
-        {date(2026, 9, 9): PAYMENTS_INCIDENT, date(2026, 9, 22): None},
-    ),
-    History(
-        "finance.ledger_entries", "parquet", _ledger_entries, dict.fromkeys(_september(12, 25))
-    ),
-    History("finance.card_settlements", "csv", _card_settlements, dict.fromkeys(_september(4, 16))),
-    History("finance.payouts", "parquet", _payouts, dict.fromkeys(_september(27))),
-    History("finance.invoice_lines", "parquet", _invoice_lines, dict.fromkeys(_september(11))),
-    History("finance.refunds", "parquet", _refunds, {}),
-    History("finance.chargebacks", "parquet", _chargebacks, {}),
-    History("marketing.web_sessions", "parquet", _web_sessions, {}),
-)
-
-#: Snapshots landing after the history, for the live demo: dataset -> whether its load is retried.
-LANDINGS: dict[str, bool] = {
-    "finance.payments": False,
-    "finance.card_settlements": False,
-    "finance.ledger_entries": True,
-}
-
-
-def _replay_batch(rows: list[Row], rng: random.Random) -> list[Row]:
+def _replay_batch(rows: list[Row], load: DayLoad) -> list[Row]:
     """A non-idempotent retry: one batch of the load is written a second time, after the rest.
 
     Where the loader records its batch, the replayed rows carry a new, later batch number;
     elsewhere they are exact copies.
     """
+    rng = load.rng
     if BATCH_COLUMN in rows[0]:
         batches = sorted({row[BATCH_COLUMN] for row in rows})
         retried, retry_batch = rng.choice(batches), batches[-1] + 1
@@ -334,13 +443,107 @@ def _replay_batch(rows: list[Row], rng: random.Random) -> list[Row]:
     return rows + [dict(row) for row in rows[start : start + size]]
 
 
+def _guests_without_customer(rows: list[Row], load: DayLoad) -> list[Row]:
+    """Guest checkouts written before their customer existed: ``customer_id`` is NULL on the
+    rows of guest orders (and on every table that copies it from them)."""
+    guests = {order["order_id"] for order in load.orders if order["guest"]}
+    return [{**row, "customer_id": None} if row["order_id"] in guests else row for row in rows]
+
+
+def _removed_items_as_lines(rows: list[Row], load: DayLoad) -> list[Row]:
+    """Items taken out of a cart, loaded as extra lines with quantity -1 after the order's
+    own lines."""
+    removed: list[Row] = []
+    for order in load.orders:
+        if load.rng.random() < 0.1:
+            line = load.rng.choice(order["lines"])
+            removed.append(
+                {**line, "order_id": order["order_id"], "line_no": len(order["lines"]) + 1}
+            )
+    return rows + [{**line, "quantity": -1} for line in removed]
+
+
+def _returned_quantity_negated(rows: list[Row], load: DayLoad) -> list[Row]:
+    """The returns desk's booking tool writes some returned quantities with a minus sign."""
+    return [
+        {**row, "quantity": -row["quantity"]} if load.rng.random() < 0.2 else row for row in rows
+    ]
+
+
+def _retries(days: Mapping[date, str | None]) -> dict[date, Failure]:
+    """Days whose load was retried non-idempotently, each with the incident that found it."""
+    return {day: Failure(_replay_batch, incident) for day, incident in days.items()}
+
+
+#: The guest-checkout release of 2026-09-17 wrote orders (and so their invoices) without one.
+MISSING_CUSTOMER_DAY = date(2026, 9, 17)
+#: The cart-service release of 2026-09-24 sent removed items as order lines.
+NEGATIVE_QUANTITY_DAY = date(2026, 9, 24)
+
+HISTORIES: tuple[History, ...] = (
+    History(
+        "finance.payments",
+        "parquet",
+        _payments,
+        _retries({date(2026, 9, 9): PAYMENTS_INCIDENT, date(2026, 9, 22): None}),
+    ),
+    History(
+        "finance.ledger_entries",
+        "parquet",
+        _ledger_entries,
+        _retries(dict.fromkeys(_september(12, 25))),
+    ),
+    History(
+        "finance.card_settlements",
+        "csv",
+        _card_settlements,
+        _retries(dict.fromkeys(_september(4, 16))),
+    ),
+    History("finance.payouts", "parquet", _payouts, _retries(dict.fromkeys(_september(27)))),
+    History(
+        "finance.invoice_lines", "parquet", _invoice_lines, _retries(dict.fromkeys(_september(11)))
+    ),
+    History("finance.refunds", "parquet", _refunds, {}),
+    History("finance.chargebacks", "parquet", _chargebacks, {}),
+    History("marketing.web_sessions", "parquet", _web_sessions, {}),
+    History(
+        "sales.orders",
+        "parquet",
+        _orders,
+        {MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, ORDERS_INCIDENT)},
+    ),
+    History(
+        "sales.order_lines",
+        "parquet",
+        _order_lines,
+        {NEGATIVE_QUANTITY_DAY: Failure(_removed_items_as_lines, ORDER_LINES_INCIDENT)},
+    ),
+    History(
+        "sales.invoices",
+        "parquet",
+        _invoices,
+        {MISSING_CUSTOMER_DAY: Failure(_guests_without_customer)},
+    ),
+    History("sales.returns", "parquet", _returns, {}),
+)
+
+#: Snapshots landing after the history, for the live demo: dataset -> the defect in its load.
+LANDINGS: dict[str, Injection | None] = {
+    "finance.payments": None,
+    "finance.card_settlements": None,
+    "finance.ledger_entries": _replay_batch,
+    "sales.invoices": _guests_without_customer,
+    "sales.returns": _returned_quantity_negated,
+}
+
+
 def _snapshot_table(
-    history: History, seed: int, day: date, transactions: list[Row], *, retried: bool
+    history: History, seed: int, day: date, streams: Streams, inject: Injection | None
 ) -> pa.Table:
-    load = DayLoad(day=day, transactions=transactions, rng=_rng(seed, history.dataset, day))
+    load = DayLoad(day=day, streams=streams, rng=_rng(seed, history.dataset, day))
     rows = history.build_rows(load)
-    if retried:
-        rows = _replay_batch(rows, load.rng)
+    if inject is not None:
+        rows = inject(rows, load)
     table = pa.Table.from_pylist(rows, schema=arrow_schema(DATASETS[history.dataset]))
     if (history.dataset, day) == (SCHEMA_DRIFT.dataset, SCHEMA_DRIFT.day):
         table = table.rename_columns(
@@ -449,28 +652,37 @@ def _write_ownership_history(folder: Path) -> None:
     _write_labels(folder, list(zip(orphaned_weeks, incidents, strict=True)))
 
 
+def landing_snapshot(out_dir: Path, dataset: str) -> Path:
+    """Where the snapshot of ``dataset`` that lands on the landing day is, under ``out_dir``."""
+    history = next(history for history in HISTORIES if history.dataset == dataset)
+    return out_dir / LANDING_FOLDER / dataset / f"{LANDING_DAY.isoformat()}{history.suffix}"
+
+
 def generate_histories(out_dir: Path, seed: int = 7) -> dict[str, Path]:
     """Write (overwriting) every history, the landing snapshots and the ownership history under
     ``out_dir``; return each history dataset's folder by dataset name."""
-    transactions = {day: _gateway_transactions(seed, day) for day in (*HISTORY_DAYS, LANDING_DAY)}
+    streams = {
+        day: Streams(_gateway_transactions(seed, day), _storefront_orders(seed, day))
+        for day in (*HISTORY_DAYS, LANDING_DAY)
+    }
     histories = {history.dataset: history for history in HISTORIES}
     folders: dict[str, Path] = {}
     for history in HISTORIES:
         folder = _fresh_folder(out_dir / history.dataset)
         for day in HISTORY_DAYS:
-            table = _snapshot_table(
-                history, seed, day, transactions[day], retried=day in history.retry_days
-            )
+            failure = history.failures.get(day)
+            inject = failure.inject if failure else None
+            table = _snapshot_table(history, seed, day, streams[day], inject)
             write_snapshot(table, folder / f"{day.isoformat()}{history.suffix}")
-        _write_labels(folder, sorted(history.retry_days.items()))
+        labels = [(day, failure.incident) for day, failure in sorted(history.failures.items())]
+        _write_labels(folder, labels)
         folders[history.dataset] = folder
-    landing = _fresh_folder(out_dir / LANDING_FOLDER)
-    for dataset, retried in LANDINGS.items():
+    _fresh_folder(out_dir / LANDING_FOLDER)
+    for dataset, inject in LANDINGS.items():
         history = histories[dataset]
-        table = _snapshot_table(
-            history, seed, LANDING_DAY, transactions[LANDING_DAY], retried=retried
-        )
-        (landing / dataset).mkdir()
-        write_snapshot(table, landing / dataset / f"{LANDING_DAY.isoformat()}{history.suffix}")
+        table = _snapshot_table(history, seed, LANDING_DAY, streams[LANDING_DAY], inject)
+        path = landing_snapshot(out_dir, dataset)
+        path.parent.mkdir()
+        write_snapshot(table, path)
     _write_ownership_history(_fresh_folder(out_dir / OWNERSHIP_FOLDER))
     return folders

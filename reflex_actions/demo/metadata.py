@@ -2,8 +2,8 @@
 
 Built from ``estate.py`` so the catalog and the snapshot histories describe the same datasets.
 The state is the estate's on the landing day: bob has left and handed over, dave has not left
-yet, and the two incidents the demo resolves are still ACTIVE. Timestamps are fixed, so the file
-is byte-for-byte reproducible.
+yet, and the incidents the demo resolves (one per scenario) are still ACTIVE. Timestamps are
+fixed, so the file is byte-for-byte reproducible.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.demo.estate import DATASETS, GROUPS, PLATFORM, USERS, Dataset, User
 from reflex_actions.demo.history import (
     LANDING_DAY,
+    MISSING_CUSTOMER_DAY,
+    NEGATIVE_QUANTITY_DAY,
+    ORDER_LINES_INCIDENT,
+    ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
     PAYMENTS_INCIDENT,
     owners_on,
@@ -177,7 +181,7 @@ def _incident(
 
 
 def incidents() -> list[MetadataChangeProposalWrapper]:
-    """The two incidents the demo resolves (incident A of each scenario). Built anew on each
+    """The incidents the demo resolves (incident A of each scenario). Built anew on each
     call: writers (DataHub Lite among them) fill in an MCP's system metadata in place."""
     return [
         _incident(
@@ -198,10 +202,33 @@ def incidents() -> list[MetadataChangeProposalWrapper]:
             "finance.payments. A failed load on 2026-09-20 had nobody to page, and nobody could "
             "approve a schema change.",
         ),
+        _incident(
+            ORDERS_INCIDENT,
+            MISSING_CUSTOMER_DAY,
+            "sales.orders",
+            "Orders without a customer in sales.orders",
+            "On 2026-09-17 the guest-checkout release wrote orders before their customer record "
+            "existed: sales.orders holds guest orders whose customer_id is NULL, so the CRM "
+            "export skipped them and no order confirmation went out.",
+        ),
+        _incident(
+            ORDER_LINES_INCIDENT,
+            NEGATIVE_QUANTITY_DAY,
+            "sales.order_lines",
+            "Negative quantities in sales.order_lines",
+            "Units sold per SKU dropped on 2026-09-24: the cart service sent items taken out of "
+            "a cart as order lines with quantity -1, and the order pipeline loaded them.",
+        ),
     ]
 
 
-DOMAINS = {"finance": "Finance", "marketing": "Marketing", "hr": "HR", "logistics": "Logistics"}
+DOMAINS = {
+    "finance": "Finance",
+    "marketing": "Marketing",
+    "hr": "HR",
+    "logistics": "Logistics",
+    "sales": "Sales",
+}
 #: who answers for each domain: where a replacement owner is looked for first
 DOMAIN_OWNERS = {
     "finance": (("carol", "TECHNICAL_OWNER"), ("alice", "DATA_STEWARD")),

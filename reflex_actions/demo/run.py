@@ -1,10 +1,13 @@
-"""`datahub-reflex demo`: the whole loop, both scenarios, on the embedded store, in one command.
+"""`datahub-reflex demo`: the whole loop, every scenario, on the embedded store, in one command.
 
 It sets up a working folder (store, snapshot histories), then alternates the steward's steps
 (written exactly as the DataHub UI would write them) with runs of the real datahub-actions
 pipeline (the `reflex-lite` change feed source and the `reflex` action) until each step's
 events are handled, and prints the chain. It succeeds only if each scenario's incident A
 produced a control that raised incident B on another dataset.
+
+The scenarios are ``SCENARIOS`` (one per lesson kind the demo shows, by a short stable name);
+one more scenario is one more entry there.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,7 @@ from datahub_actions.pipeline.pipeline import Pipeline
 from reflex_actions.action import report as action_report
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.action.report import ReflexReport
+from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
@@ -37,11 +41,15 @@ from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
     LANDING_DAY,
     LANDING_FOLDER,
+    ORDER_LINES_INCIDENT,
+    ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
     PAYMENTS_INCIDENT,
     generate_histories,
+    landing_snapshot,
 )
 from reflex_actions.demo.metadata import estate_mcps
+from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.lesson_store import (
     as_text,
     lesson_urn_for,
@@ -78,6 +86,14 @@ SUMMARY_LINE = re.compile(
     r"\| [^|]+ \| \d+ \| \d+ \||- `)"
 )
 OWNERSHIP_NOTE = "Reassigned technical ownership of finance.payments to carol after bob left."
+ORDERS_NOTE = (
+    "Checkout now creates the customer before it writes the order; the guest orders of "
+    "2026-09-17 were backfilled with their customer_id."
+)
+ORDER_LINES_NOTE = (
+    "The order pipeline now rejects lines with a quantity below one; the removed-item lines of "
+    "2026-09-24 were deleted."
+)
 
 
 def embedded_pipeline_config(workdir: Path) -> dict[str, Any]:
@@ -182,70 +198,73 @@ class Demo:
             if SUMMARY_LINE.match(line):
                 self.say("    " + line)
 
+    def resolve(self, incident: str, note: str, dataset: str) -> Lesson:
+        """Step 1: the steward resolves incident A; Reflex drafts its lesson."""
+        self.say(
+            f"[1] {display_name(STEWARD)} resolves incident A ({incident}) on "
+            f"{display_name(dataset)}"
+        )
+        resolve_incident(self.catalog, incident, note, STEWARD)
+        self.react()
+        lesson = self.lesson(incident)
+        self.show_proposal(lesson)
+        return lesson
+
+    def confirm(self, lesson: Lesson) -> Lesson:
+        """Human gate 1: the root cause is confirmed; Reflex finds similar assets, backtests."""
+        self.say("[2] human gate 1: the root cause is confirmed")
+        self.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
+        lesson = self.lesson(lesson.incident)
+        self.say("  similar assets and backtest:")
+        self.show_report(lesson)
+        return lesson
+
+    def approve(self, lesson: Lesson) -> Lesson:
+        """Human gate 2: the steward approves the scope; Reflex publishes the control there."""
+        self.steward_sets(lesson.urn, APPROVAL, "APPROVED")
+        lesson = self.lesson(lesson.incident)
+        self.say(f"  published on: {', '.join(display_name(u) for u in lesson.published_scope)}")
+        return lesson
+
+    def land(self, name: str) -> None:
+        """New data lands on estate dataset ``name``: its landing-day snapshot, announced by
+        an ``operation`` as the loader would write it."""
+        snapshot = landing_snapshot(self.workdir / "snapshots", name)
+        self.say(f"[4] new data lands on {name}: {snapshot.name}")
+        operation = OperationClass(
+            timestampMillis=self.tick(),
+            operationType=OperationTypeClass.INSERT,
+            customProperties={"snapshot": str(snapshot), "snapshot_id": LANDING_DAY.isoformat()},
+            lastUpdatedTimestamp=self.clock,
+        )
+        self.catalog.emit([acting_as(DEFAULT_ACTOR, dataset_urn(name), operation)])
+        self.react()
+
 
 def _duplicates(demo: Demo) -> bool:
     say = demo.say
     payments = dataset_urn("finance.payments")
-    say("\n== Scenario 1: duplicate financial rows from a non-idempotent retry ==")
-    say(
-        f"[1] {display_name(STEWARD)} resolves incident A ({PAYMENTS_INCIDENT}) on finance.payments"
-    )
-    resolve_incident(demo.catalog, PAYMENTS_INCIDENT, PAYMENTS_NOTE, STEWARD)
-    demo.react()
-    lesson = demo.lesson(PAYMENTS_INCIDENT)
-    demo.show_proposal(lesson)
-    say("[2] human gate 1: the root cause is confirmed")
-    demo.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
-    lesson = demo.lesson(PAYMENTS_INCIDENT)
-    say("  similar assets and backtest:")
-    demo.show_report(lesson)
+    lesson = demo.resolve(PAYMENTS_INCIDENT, PAYMENTS_NOTE, payments)
+    lesson = demo.confirm(lesson)
     say("[3] human gate 2: an unauthorized user tries to approve; then the steward approves")
     demo.steward_sets(lesson.urn, APPROVAL, "APPROVED", actor=INTRUDER)
     refused = demo.lesson(PAYMENTS_INCIDENT)
     approval = as_text(structured_values(demo.catalog, lesson.urn, APPROVAL))
     say(f"    -> still {refused.state.value}, reflex.approval back to {approval}:")
     say(f"       {refused.decisions[-1].decision}: {refused.decisions[-1].detail}")
-    demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
-    lesson = demo.lesson(PAYMENTS_INCIDENT)
-    say(f"  published on: {', '.join(display_name(u) for u in lesson.published_scope)}")
-    ledger = dataset_urn("finance.ledger_entries")
-    snapshot = (
-        demo.workdir
-        / "snapshots"
-        / LANDING_FOLDER
-        / "finance.ledger_entries"
-        / f"{LANDING_DAY}.parquet"
-    )
-    say(f"[4] new data lands on finance.ledger_entries: {snapshot.name}")
-    operation = OperationClass(
-        timestampMillis=demo.tick(),
-        operationType=OperationTypeClass.INSERT,
-        customProperties={"snapshot": str(snapshot), "snapshot_id": LANDING_DAY.isoformat()},
-        lastUpdatedTimestamp=demo.clock,
-    )
-    demo.catalog.emit([acting_as(DEFAULT_ACTOR, ledger, operation)])
-    demo.react()
+    lesson = demo.approve(lesson)
+    demo.land("finance.ledger_entries")
     return bool(demo.recurrences(lesson, payments))
 
 
 def _ownership(demo: Demo) -> bool:
     say = demo.say
     payments = dataset_urn("finance.payments")
-    say("\n== Scenario 2: orphaned ownership after an employee leaves ==")
-    say(f"[1] {display_name(STEWARD)} resolves incident A ({OWNERSHIP_INCIDENT})")
-    resolve_incident(demo.catalog, OWNERSHIP_INCIDENT, OWNERSHIP_NOTE, STEWARD)
-    demo.react()
-    lesson = demo.lesson(OWNERSHIP_INCIDENT)
-    demo.show_proposal(lesson)
+    lesson = demo.resolve(OWNERSHIP_INCIDENT, OWNERSHIP_NOTE, payments)
     say(f"  departed: {', '.join(display_name(u) for u in lesson.departed_users)}")
-    say("[2] human gate 1: the root cause is confirmed")
-    demo.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
-    lesson = demo.lesson(OWNERSHIP_INCIDENT)
-    demo.show_report(lesson)
+    lesson = demo.confirm(lesson)
     say("[3] human gate 2: the steward approves the scope")
-    demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
-    lesson = demo.lesson(OWNERSHIP_INCIDENT)
-    say(f"  published on: {', '.join(display_name(u) for u in lesson.published_scope)}")
+    lesson = demo.approve(lesson)
     dave = user_urn("dave")
     say(f"[4] {display_name(dave)} leaves: {display_name(HR_ADMIN)} suspends the account")
     status = CorpUserStatusClass(
@@ -266,6 +285,70 @@ def _ownership(demo: Demo) -> bool:
     return bool(found)
 
 
+def _on_landed_data(incident: str, note: str, source: str, lands_on: str) -> Callable[[Demo], bool]:
+    """A scenario whose control runs when data lands: incident A on ``source`` is resolved,
+    confirmed and approved as drafted, then a bad load lands on ``lands_on``."""
+
+    def play(demo: Demo) -> bool:
+        lesson = demo.confirm(demo.resolve(incident, note, dataset_urn(source)))
+        demo.say("[3] human gate 2: the steward approves the scope")
+        lesson = demo.approve(lesson)
+        demo.land(lands_on)
+        return bool(demo.recurrences(lesson, dataset_urn(source)))
+
+    return play
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One story of the demo: what it shows (its heading and result line) and how it plays."""
+
+    heading: str
+    outcome: str
+    play: Callable[[Demo], bool]
+
+
+#: The demo's scenarios by their stable names (``datahub-reflex demo --scenario NAME``), in
+#: the order the default run plays them.
+SCENARIOS: dict[str, Scenario] = {
+    "duplicates": Scenario(
+        "duplicate financial rows from a non-idempotent retry", "duplicate rows", _duplicates
+    ),
+    "ownership": Scenario(
+        "orphaned ownership after an employee leaves", "orphaned ownership", _ownership
+    ),
+    "missing-values": Scenario(
+        "orders written without their customer (NULL customer_id)",
+        "missing values",
+        _on_landed_data(ORDERS_INCIDENT, ORDERS_NOTE, "sales.orders", "sales.invoices"),
+    ),
+    "invalid-values": Scenario(
+        "order lines with a negative quantity",
+        "invalid values",
+        _on_landed_data(
+            ORDER_LINES_INCIDENT, ORDER_LINES_NOTE, "sales.order_lines", "sales.returns"
+        ),
+    ),
+}
+
+
+class UnknownScenarioError(ReflexError):
+    """A scenario name the demo does not have."""
+
+
+def scenarios_named(names: Sequence[str] | None) -> dict[str, Scenario]:
+    """The scenarios of these names in the order given (all of them for None); an unknown
+    name is refused with the names there are."""
+    if names is None:
+        return dict(SCENARIOS)
+    unknown = [name for name in names if name not in SCENARIOS]
+    if unknown:
+        raise UnknownScenarioError(
+            f"unknown scenario {excerpt(unknown[0])}; the scenarios are: {', '.join(SCENARIOS)}"
+        )
+    return {name: SCENARIOS[name] for name in names}
+
+
 @contextmanager
 def _reports_not_logged() -> Iterator[None]:
     """Each pipeline's action logs its report when it closes; the demo prints them summed,
@@ -279,8 +362,12 @@ def _reports_not_logged() -> Iterator[None]:
         report_logger.setLevel(level)
 
 
-def run_demo(workdir: Path, say: Callable[[str], None] = print) -> bool:
-    """Run both scenarios in ``workdir`` (created if needed); True when both closed the loop."""
+def run_demo(
+    workdir: Path, say: Callable[[str], None] = print, scenarios: Sequence[str] | None = None
+) -> bool:
+    """Run the named scenarios (default: all) in ``workdir`` (created if needed); True when
+    each closed its loop."""
+    selected = scenarios_named(scenarios)
     started = time.perf_counter()
     workdir.mkdir(parents=True, exist_ok=True)
     for noisy in ("datahub_actions", "reflex_actions"):
@@ -291,7 +378,10 @@ def run_demo(workdir: Path, say: Callable[[str], None] = print) -> bool:
     with _reports_not_logged():
         demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
         demo.react()  # the initial load changes nothing Reflex acts on
-        results = {"duplicate rows": _duplicates(demo), "orphaned ownership": _ownership(demo)}
+        results = {}
+        for number, scenario in enumerate(selected.values(), start=1):
+            say(f"\n== Scenario {number}: {scenario.heading} ==")
+            results[scenario.outcome] = scenario.play(demo)
     say("\n== What the reflex action did, per route ==")
     say(demo.report.as_text())
     say("\n== Result ==")

@@ -1,0 +1,167 @@
+"""The demo's scenarios one at a time (``datahub-reflex demo --scenario NAME``): each new kind's
+scenario closes its loop with incident B on another dataset, and runs nothing else.
+
+Each scenario runs once per module through the CLI; the tests then read the store directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from datahub.metadata.schema_classes import (
+    AssertionRunEventClass,
+    IncidentInfoClass,
+    IncidentStateClass,
+)
+
+from reflex_actions.cli.main import cli
+from reflex_actions.demo.estate import dataset_urn
+from reflex_actions.demo.history import (
+    LANDING_DAY,
+    ORDER_LINES_INCIDENT,
+    ORDERS_INCIDENT,
+    OWNERSHIP_INCIDENT,
+    PAYMENTS_INCIDENT,
+    landing_snapshot,
+)
+from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
+from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.lessons.model import LessonState
+from tests.loop.store import incidents_b, latest, store_of, stored_lesson, urns_with
+from tests.stages import FullLoop
+
+INCIDENTS = (PAYMENTS_INCIDENT, OWNERSHIP_INCIDENT, ORDERS_INCIDENT, ORDER_LINES_INCIDENT)
+ORDERS, INVOICES = dataset_urn("sales.orders"), dataset_urn("sales.invoices")
+ORDER_LINES, RETURNS = dataset_urn("sales.order_lines"), dataset_urn("sales.returns")
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    workdir: Path
+    exit_code: int
+    output: str
+
+    @property
+    def store(self) -> Path:
+        return store_of(self.workdir)
+
+
+def run_scenario(workdir: Path, name: str) -> ScenarioRun:
+    """``datahub-reflex demo --dir WORKDIR --scenario NAME``, in this process."""
+    loggers = [logging.getLogger(name) for name in ("datahub_actions", "reflex_actions")]
+    levels = [logger.level for logger in loggers]
+    try:
+        result = CliRunner().invoke(cli, ["demo", "--dir", str(workdir), "--scenario", name])
+    finally:  # the demo quiets these loggers for its own output; give other tests them back
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+    return ScenarioRun(workdir, result.exit_code, result.output)
+
+
+@pytest.fixture(scope="module")
+def missing_values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
+    yield run_scenario(tmp_path_factory.mktemp("missing-values") / "demo", "missing-values")
+
+
+@pytest.fixture(scope="module")
+def invalid_values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
+    yield run_scenario(tmp_path_factory.mktemp("invalid-values") / "demo", "invalid-values")
+
+
+def count(sql: str, path: Path) -> int:
+    """A count over one snapshot file, computed by DuckDB without Reflex's code."""
+    ((value,),) = duckdb.execute(sql.format(snapshot="read_parquet(?)"), [str(path)]).fetchall()
+    return int(value)
+
+
+def assert_incident_b(run: ScenarioRun, incident_a: str, lands_on: str, violations: int) -> None:
+    """Incident B on ``lands_on`` (not incident A's dataset), raised by the lesson's assertion
+    there for the landed snapshot, whose run event counts ``violations``."""
+    lesson_urn = lesson_urn_for(incident_a)
+    assertion = assertion_urn(lesson_urn, lands_on)
+    raised = incidents_b(run.store)
+    assert list(raised) == [recurrence_incident_urn(assertion, LANDING_DAY.isoformat())]
+    (info,) = raised.values()
+    assert info.entities == [lands_on]
+    assert info.source is not None and info.source.sourceUrn == assertion
+    assert incident_a in (info.description or "")
+    [recurrence] = stored_lesson(run.store, lesson_urn).recurrences
+    assert recurrence.dataset == lands_on
+    event = latest(run.store, assertion, AssertionRunEventClass)
+    assert event is not None and event.result is not None
+    assert event.result.unexpectedCount == violations
+
+
+def test_missing_values_closes_its_loop_on_the_invoices(missing_values: ScenarioRun) -> None:
+    assert missing_values.exit_code == 0, missing_values.output
+    lesson = stored_lesson(missing_values.store, lesson_urn_for(ORDERS_INCIDENT))
+    assert (lesson.failure_pattern, lesson.proposer.name) == ("missing_values", "deterministic")
+    assert lesson.control == {"type": "not_null", "field": "customer_id", "key": ["order_id"]}
+    assert lesson.state is LessonState.PUBLISHED
+    assert set(lesson.published_scope) == {ORDERS, INVOICES}
+    landed = landing_snapshot(missing_values.workdir / "snapshots", "sales.invoices")
+    nulls = count("SELECT count(*) FROM {snapshot} WHERE customer_id IS NULL", landed)
+    assert nulls > 0
+    assert_incident_b(missing_values, ORDERS_INCIDENT, INVOICES, nulls)
+
+
+def test_invalid_values_closes_its_loop_on_the_returns(invalid_values: ScenarioRun) -> None:
+    assert invalid_values.exit_code == 0, invalid_values.output
+    lesson = stored_lesson(invalid_values.store, lesson_urn_for(ORDER_LINES_INCIDENT))
+    assert (lesson.failure_pattern, lesson.proposer.name) == ("invalid_values", "deterministic")
+    # every normal line orders 1 to 10 units: the readable range is 0 to 10
+    assert lesson.control == {"type": "value_range", "field": "quantity", "min": 0, "max": 10}
+    assert lesson.state is LessonState.PUBLISHED
+    assert set(lesson.published_scope) == {ORDER_LINES, RETURNS}
+    landed = landing_snapshot(invalid_values.workdir / "snapshots", "sales.returns")
+    negative = count("SELECT count(*) FROM {snapshot} WHERE quantity < 0", landed)
+    assert negative > 0
+    assert_incident_b(invalid_values, ORDER_LINES_INCIDENT, RETURNS, negative)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "incident"),
+    [("missing_values", ORDERS_INCIDENT), ("invalid_values", ORDER_LINES_INCIDENT)],
+)
+def test_a_named_scenario_runs_only_itself(
+    scenario: str, incident: str, request: pytest.FixtureRequest
+) -> None:
+    run: ScenarioRun = request.getfixturevalue(scenario)
+    terms = [u for u in urns_with(run.store, "glossaryTermInfo") if "reflex.lesson." in u]
+    assert terms == [lesson_urn_for(incident)]
+    for other in set(INCIDENTS) - {incident}:
+        info = latest(run.store, other, IncidentInfoClass)
+        assert info is not None, other
+        assert info.status.state == IncidentStateClass.ACTIVE, other  # never resolved
+    results = run.output.split("== Result ==", 1)[1]
+    assert results.count("incident A -> lesson -> control -> incident B") == 1
+
+
+def test_an_unknown_scenario_is_bad_input_naming_the_scenarios(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    run = run_scenario(workdir, "duplicate-rows")
+    assert run.exit_code == 2
+    assert "unknown scenario 'duplicate-rows'" in run.output
+    assert "duplicates, ownership, missing-values, invalid-values" in run.output
+    assert not workdir.exists()  # refused before anything was set up
+    hostile = run_scenario(workdir, "x" * 10_000)
+    assert hostile.exit_code == 2
+    assert len(hostile.output) < 1_000  # the name is quoted as an excerpt, never whole
+
+
+def test_the_default_demo_plays_every_scenario(full_loop: FullLoop) -> None:
+    assert full_loop.closed
+    results = full_loop.lines[full_loop.lines.index("\n== Result ==") + 1 :]
+    closed = [line.split(":")[0].strip() for line in results if "incident B" in line]
+    assert closed == ["duplicate rows", "orphaned ownership", "missing values", "invalid values"]
+    store = store_of(full_loop.workdir)
+    for incident in INCIDENTS:
+        assert stored_lesson(store, lesson_urn_for(incident)).state is LessonState.PUBLISHED
+    raised_on = {dataset for info in incidents_b(store).values() for dataset in info.entities}
+    assert {INVOICES, RETURNS} <= raised_on
