@@ -74,16 +74,17 @@ class ReferentialIntegrityControl(Control):
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """An anti-join of the child's values against the parent's distinct values; one
-        snapshot at a time (each child snapshot has its own parent snapshot)."""
+        """An anti-join of the child's non-NULL values against the parent's (a NULL equals
+        nothing, so it never matches); one snapshot at a time, as each child snapshot has its
+        own parent snapshot."""
         parent = relation.reference
         if parent is None or relation.partition_column:
             raise ControlSpecError(
                 f"{self.type} is evaluated on one snapshot against its parent's snapshot; "
                 "none was given"
             )
-        child_column = quote_identifier(self.field)
-        parent_column = quote_identifier(self.references.field)
+        child_column = "child." + quote_identifier(self.field)
+        parent_column = "parent." + quote_identifier(self.references.field)
         child_type = relation.types.get(self.field)
         native = child_type is not None and child_type == parent.types.get(self.references.field)
         child_value = child_column if native else f"CAST({child_column} AS VARCHAR)"
@@ -94,16 +95,11 @@ class ReferentialIntegrityControl(Control):
 parent AS (
 {indent(parent.sql)}
 ),
-parent_values AS (
-    SELECT DISTINCT {parent_value} AS value
-    FROM parent
-    WHERE {parent_column} IS NOT NULL
-),
 orphans AS (
     SELECT {child_value} AS value, count(*) AS occurrences
-    FROM snapshot
+    FROM snapshot AS child
+    ANTI JOIN parent ON {child_value} = {parent_value}
     WHERE {child_column} IS NOT NULL
-        AND {child_value} NOT IN (SELECT value FROM parent_values)
     GROUP BY ALL
 )
 SELECT
