@@ -221,6 +221,7 @@ class Demo:
 
     def approve(self, lesson: Lesson) -> Lesson:
         """Human gate 2: the steward approves the scope; Reflex publishes the control there."""
+        self.say("[3] human gate 2: the steward approves the scope")
         self.steward_sets(lesson.urn, APPROVAL, "APPROVED")
         lesson = self.lesson(lesson.incident)
         self.say(f"  published on: {', '.join(display_name(u) for u in lesson.published_scope)}")
@@ -241,20 +242,53 @@ class Demo:
         self.react()
 
 
-def _duplicates(demo: Demo) -> bool:
-    say = demo.say
-    payments = dataset_urn("finance.payments")
-    lesson = demo.resolve(PAYMENTS_INCIDENT, PAYMENTS_NOTE, payments)
-    lesson = demo.confirm(lesson)
-    say("[3] human gate 2: an unauthorized user tries to approve; then the steward approves")
+def _refused_then_approved(demo: Demo, lesson: Lesson) -> Lesson:
+    """Human gate 2, showing its guard: an unauthorized user's approval is refused and
+    reverted; then the steward approves."""
+    demo.say("[3] human gate 2: an unauthorized user tries to approve")
     demo.steward_sets(lesson.urn, APPROVAL, "APPROVED", actor=INTRUDER)
-    refused = demo.lesson(PAYMENTS_INCIDENT)
+    refused = demo.lesson(lesson.incident)
     approval = as_text(structured_values(demo.catalog, lesson.urn, APPROVAL))
-    say(f"    -> still {refused.state.value}, reflex.approval back to {approval}:")
-    say(f"       {refused.decisions[-1].decision}: {refused.decisions[-1].detail}")
-    lesson = demo.approve(lesson)
-    demo.land("finance.ledger_entries")
-    return bool(demo.recurrences(lesson, payments))
+    demo.say(f"    -> still {refused.state.value}, reflex.approval back to {approval}:")
+    demo.say(f"       {refused.decisions[-1].decision}: {refused.decisions[-1].detail}")
+    return demo.approve(lesson)
+
+
+def _on_landed_data(
+    incident: str,
+    note: str,
+    source: str,
+    lands_on: str,
+    gate_2: Callable[[Demo, Lesson], Lesson] = Demo.approve,
+) -> Callable[[Demo], bool]:
+    """A scenario whose control runs when data lands: incident A on estate dataset ``source``
+    is resolved with ``note``, its lesson confirmed as drafted and passed through ``gate_2``,
+    then the landing day's load of ``lands_on`` lands; it closes when that raises incident B
+    on a dataset other than ``source``."""
+
+    def play(demo: Demo) -> bool:
+        lesson = demo.confirm(demo.resolve(incident, note, dataset_urn(source)))
+        lesson = gate_2(demo, lesson)
+        demo.land(lands_on)
+        return bool(demo.recurrences(lesson, dataset_urn(source)))
+
+    return play
+
+
+#: incident A's lesson proves itself where the retried load lands next: the ledger
+_duplicates = _on_landed_data(
+    PAYMENTS_INCIDENT,
+    PAYMENTS_NOTE,
+    "finance.payments",
+    "finance.ledger_entries",
+    gate_2=_refused_then_approved,
+)
+#: a guest order's NULL customer_id recurs where invoices copy it from the orders
+_missing_values = _on_landed_data(ORDERS_INCIDENT, ORDERS_NOTE, "sales.orders", "sales.invoices")
+#: a negative quantity recurs where the returns desk books returned lines
+_invalid_values = _on_landed_data(
+    ORDER_LINES_INCIDENT, ORDER_LINES_NOTE, "sales.order_lines", "sales.returns"
+)
 
 
 def _ownership(demo: Demo) -> bool:
@@ -262,9 +296,7 @@ def _ownership(demo: Demo) -> bool:
     payments = dataset_urn("finance.payments")
     lesson = demo.resolve(OWNERSHIP_INCIDENT, OWNERSHIP_NOTE, payments)
     say(f"  departed: {', '.join(display_name(u) for u in lesson.departed_users)}")
-    lesson = demo.confirm(lesson)
-    say("[3] human gate 2: the steward approves the scope")
-    lesson = demo.approve(lesson)
+    lesson = demo.approve(demo.confirm(lesson))
     dave = user_urn("dave")
     say(f"[4] {display_name(dave)} leaves: {display_name(HR_ADMIN)} suspends the account")
     status = CorpUserStatusClass(
@@ -285,20 +317,6 @@ def _ownership(demo: Demo) -> bool:
     return bool(found)
 
 
-def _on_landed_data(incident: str, note: str, source: str, lands_on: str) -> Callable[[Demo], bool]:
-    """A scenario whose control runs when data lands: incident A on ``source`` is resolved,
-    confirmed and approved as drafted, then a bad load lands on ``lands_on``."""
-
-    def play(demo: Demo) -> bool:
-        lesson = demo.confirm(demo.resolve(incident, note, dataset_urn(source)))
-        demo.say("[3] human gate 2: the steward approves the scope")
-        lesson = demo.approve(lesson)
-        demo.land(lands_on)
-        return bool(demo.recurrences(lesson, dataset_urn(source)))
-
-    return play
-
-
 @dataclass(frozen=True)
 class Scenario:
     """One story of the demo: what it shows (its heading and result line) and how it plays."""
@@ -312,7 +330,9 @@ class Scenario:
 #: the order the default run plays them.
 SCENARIOS: dict[str, Scenario] = {
     "duplicates": Scenario(
-        "duplicate financial rows from a non-idempotent retry", "duplicate rows", _duplicates
+        "duplicate financial rows from a non-idempotent retry",
+        "duplicate rows",
+        _duplicates,
     ),
     "ownership": Scenario(
         "orphaned ownership after an employee leaves", "orphaned ownership", _ownership
@@ -320,14 +340,10 @@ SCENARIOS: dict[str, Scenario] = {
     "missing-values": Scenario(
         "orders written without their customer (NULL customer_id)",
         "missing values",
-        _on_landed_data(ORDERS_INCIDENT, ORDERS_NOTE, "sales.orders", "sales.invoices"),
+        _missing_values,
     ),
     "invalid-values": Scenario(
-        "order lines with a negative quantity",
-        "invalid values",
-        _on_landed_data(
-            ORDER_LINES_INCIDENT, ORDER_LINES_NOTE, "sales.order_lines", "sales.returns"
-        ),
+        "order lines with a negative quantity", "invalid values", _invalid_values
     ),
 }
 
