@@ -43,14 +43,20 @@ def locate_snapshot(
             "the operation names no snapshot (customProperties.snapshot or snapshot_id) "
             "and no landing locator is configured"
         )
+    resolved = within_allowed_roots(path, landing)
+    return resolved, snapshot_id or resolved.stem
+
+
+def within_allowed_roots(path: Path, landing: LandingConfig) -> Path:
+    """The resolved path, if it lies under an allowed root; the snapshot reader reads exactly
+    this resolved file (glob characters escaped)."""
     try:
         resolved = path.resolve()
     except (OSError, ValueError):  # a NUL byte, a symlink loop
         raise SnapshotRefused(f"snapshot path {excerpt(str(path))} cannot be resolved") from None
     if not any(resolved.is_relative_to(root.resolve()) for root in landing.allowed_roots):
         raise SnapshotRefused(f"snapshot {excerpt(str(path))} is outside the allowed roots")
-    # The snapshot reader reads exactly this resolved file (glob characters escaped).
-    return resolved, snapshot_id or resolved.stem
+    return resolved
 
 
 def parent_snapshot(
@@ -70,20 +76,16 @@ def parent_snapshot(
     if landing.locator and snapshot_id:
         landed = Path(landing.locator.format(name=name, platform=platform, snapshot_id=snapshot_id))
         try:
-            resolved = landed.resolve()
-        except (OSError, ValueError):
+            resolved = within_allowed_roots(landed, landing)
+        except SnapshotRefused:
             resolved = None
-        if (
-            resolved is not None
-            and resolved.is_file()
-            and any(resolved.is_relative_to(root.resolve()) for root in landing.allowed_roots)
-        ):
+        if resolved is not None and resolved.is_file():
             return ReferenceSnapshot(SnapshotFile.from_path(resolved), "the same snapshot id")
     parent_history = history_of(target.dataset)
     paired = parent_history.snapshot_for(snapshot_id) if parent_history else None
     if paired is None:
         raise SnapshotRefused(
-            f"{name}, which {control.type} references, has no snapshot with id "
-            f"{excerpt(snapshot_id)} or before it"
+            f"{name}, the dataset this control references, has no snapshot "
+            f"{excerpt(snapshot_id)} or earlier"
         )
     return ReferenceSnapshot(*paired)

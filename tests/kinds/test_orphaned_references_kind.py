@@ -9,27 +9,46 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
+from datahub.metadata.schema_classes import AssertionRunEventClass
 
 from reflex_actions.backtest import backtest, load_history
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
+from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
+from reflex_actions.demo.estate import DATASETS, dataset_urn
+from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
+from reflex_actions.demo.metadata import estate_mcps
+from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ReferenceSnapshot, run_control
+from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
-from reflex_actions.lessons.model import IncidentText, LessonDraft
+from reflex_actions.lessons.model import IncidentText, LessonDraft, LessonState
 from reflex_actions.lessons.validation import check_draft
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
+from tests.loop.store import (
+    active_incident,
+    history,
+    incidents_b,
+    land,
+    store_of,
+    stored_lesson,
+)
 from tests.similarity.estate import InMemoryCatalog
 
 SALES = "urn:li:domain:sales"
@@ -466,3 +485,155 @@ def test_similar_children_are_downstream_of_the_same_parent_with_the_path() -> N
         "not downstream of shop.public.orders: its values have no parent to check"
     )
     assert excluded["shop.public.notes"].startswith("incompatible type")
+
+
+# --- the whole loop on the embedded store --------------------------------------------------------
+ORPHAN_INCIDENT = "urn:li:incident:order-lines-orphaned"
+ORPHAN_NOTE = (
+    "The nightly purge now keeps orders that still have lines; the orphaned order lines of "
+    "2026-09-14 were restored with their orders."
+)
+SALES_ORDERS, SALES_LINES, SALES_INVOICES = (
+    dataset_urn(name) for name in ("sales.orders", "sales.order_lines", "sales.invoices")
+)
+#: snapshot id -> order ids, per dataset: 2026-09-14's lines point at purged orders
+ORDER_HISTORIES: dict[str, dict[str, list[str | None]]] = {
+    "sales.orders": {
+        "2026-09-12": ["o1", "o2"],
+        "2026-09-13": ["o1", "o2", "o3"],
+        "2026-09-14": ["o3", "o4"],  # the purge removed o1 and o2
+    },
+    "sales.order_lines": {
+        "2026-09-12": ["o1", "o1", "o2"],
+        "2026-09-13": ["o2", "o3", None],
+        "2026-09-14": ["o1", "o2", "o2", "o4"],
+    },
+    "sales.invoices": {"2026-09-13": ["o1", "o3"], "2026-09-14": ["o3", "o4"]},
+}
+
+
+def write_order_ids(path: Path, name: str, order_ids: list[str | None]) -> Path:
+    """A snapshot of estate dataset ``name`` with these order ids, NULL elsewhere."""
+    schema = arrow_schema(DATASETS[name])
+    columns = [
+        pa.array(order_ids, field.type)
+        if field.name == "order_id"
+        else pa.nulls(len(order_ids), field.type)
+        for field in schema
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_arrays(columns, schema=schema), path)
+    return path
+
+
+def resolved_orphan_incident(workdir: Path) -> Demo:
+    workdir.mkdir()
+    for name, snapshots in ORDER_HISTORIES.items():
+        for snapshot_id, order_ids in snapshots.items():
+            write_order_ids(
+                workdir / "snapshots" / name / f"{snapshot_id}.parquet", name, order_ids
+            )
+    labels = {"failures": [{"snapshot": "2026-09-14", "incident": ORPHAN_INCIDENT}]}
+    (workdir / "snapshots" / "sales.order_lines" / "labels.yaml").write_text(yaml.safe_dump(labels))
+    demo = Demo(workdir, say=lambda _: None)
+    incident = active_incident(
+        ORPHAN_INCIDENT,
+        SALES_LINES,
+        "Orphaned order lines in sales.order_lines",
+        "Fulfilment found lines pointing at deleted orders after the nightly purge.",
+    )
+    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), incident])
+    demo.react()
+    resolve_incident(demo.catalog, ORPHAN_INCIDENT, ORPHAN_NOTE, STEWARD)
+    demo.react()
+    return demo
+
+
+def land_order_ids(demo: Demo, name: str, order_ids: list[str | None], day: str) -> Path:
+    folder = demo.workdir / "snapshots" / LANDING_FOLDER / name
+    return write_order_ids(folder / f"{day}.parquet", name, order_ids)
+
+
+def test_orphaned_order_lines_close_the_loop_on_invoices(tmp_path: Path) -> None:
+    demo = resolved_orphan_incident(tmp_path / "demo")
+    store = store_of(demo.workdir)
+    try:
+        lesson = demo.lesson(ORPHAN_INCIDENT)
+        assert (lesson.failure_pattern, lesson.proposer.name) == (
+            ORPHANED_REFERENCES,
+            "deterministic",
+        )
+        assert lesson.control == {
+            "type": "referential_integrity",
+            "field": "order_id",
+            "references": {"dataset": SALES_ORDERS, "field": "order_id"},
+        }
+        assert (
+            "history",
+            "order_id in 2026-09-14 holds 3 rows whose value is absent from order_id of "
+            "sales.orders (e.g. 'o2' (2), 'o1' (1)); in all 2 normal snapshots every value "
+            "exists there",
+        ) in {(e.source, e.quote) for e in lesson.evidence}
+
+        demo.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
+        lesson = demo.lesson(ORPHAN_INCIDENT)
+        assert lesson.state is LessonState.PENDING_APPROVAL
+        assert (
+            "| sales.invoices | 0.80 | yes | shares domain sales; has order_id (VARCHAR) like the "
+            "source; downstream of sales.orders, the parent it references; same platform "
+            "snowflake; not yet covered |"
+        ) in lesson.report
+        assert (
+            "- sales.returns: not downstream of sales.orders: its values have no parent to check"
+            in lesson.report
+        )
+        assert "- sales.orders: it is the dataset the control references" in lesson.report
+        # the invoices of 2026-09-13 pair with the orders of that day; o1 exists there
+        assert (
+            "**Recommended scope** (2 datasets): precision 100%, recall 100%, 1 labelled "
+            "failures caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
+        ) in lesson.report
+
+        demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
+        lesson = demo.lesson(ORPHAN_INCIDENT)
+        assert lesson.state is LessonState.PUBLISHED
+        assert set(lesson.published_scope) == {SALES_LINES, SALES_INVOICES}
+
+        day = LANDING_DAY.isoformat()
+        # lines whose orders all exist in the orders' latest snapshot (2026-09-14) pass
+        land(demo, SALES_LINES, land_order_ids(demo, "sales.order_lines", ["o3", None], day), day)
+        demo.react()
+        # the orders land too, with o5; invoices of that day name o5 and a purged o1
+        land_order_ids(demo, "sales.orders", ["o3", "o4", "o5"], day)
+        invoices = land_order_ids(demo, "sales.invoices", ["o5", "o1", "o1", None], day)
+        land(demo, SALES_INVOICES, invoices, day)
+        demo.react()
+        assert incidents_b(store, SALES_LINES) == {}
+        [(incident, info)] = incidents_b(store, SALES_INVOICES).items()
+        assert info.source is not None
+        assert info.source.sourceUrn == assertion_urn(lesson.urn, SALES_INVOICES)
+        description = info.description or ""
+        assert "2 violation(s) in 4 row(s)" in description
+        assert '- {"missing_parent_value": "o1", "occurrences": 2}' in description
+        assert f"Checked against sales.orders snapshot {day} (the same snapshot id)." in description
+        [(_, run)] = history(store, assertion_urn(lesson.urn, SALES_LINES), AssertionRunEventClass)
+        assert run.result is not None and run.result.nativeResults is not None
+        assert run.result.nativeResults["reference_snapshot_id"] == "2026-09-14"
+        assert run.result.nativeResults["reference_chosen"] == f"the latest at or before {day}"
+        [recurrence] = stored_lesson(store, lesson.urn).recurrences
+        assert (recurrence.incident, recurrence.dataset) == (incident, SALES_INVOICES)
+
+        # a landing older than every orders snapshot cannot be checked: an ERROR run, no incident
+        early = land_order_ids(demo, "sales.invoices", ["o9"], "2026-01-01")
+        land(demo, SALES_INVOICES, early, "2026-01-01")
+        demo.react()
+        runs = history(store, assertion_urn(lesson.urn, SALES_INVOICES), AssertionRunEventClass)
+        error = runs[-1][1].result
+        assert error is not None and error.type == "ERROR" and error.error is not None
+        assert error.error.properties == {
+            "message": "sales.orders, the dataset this control references, has no snapshot "
+            "'2026-01-01' or earlier"
+        }
+        assert len(incidents_b(store, SALES_INVOICES)) == 1
+    finally:
+        demo.catalog.close()
