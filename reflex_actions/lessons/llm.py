@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
@@ -62,17 +63,32 @@ def _litellm_completion() -> Completion:
     return litellm.completion
 
 
+#: Most upstream datasets described to the model (a control may reference one of them).
+MAX_UPSTREAMS_SHOWN = 10
+
+
+def _fields(dataset: DatasetContext) -> list[dict[str, Any]]:
+    return [
+        {"name": f.name, "type": f.native_type or f.type, "key": f.is_key} for f in dataset.fields
+    ]
+
+
 def _facts_message(text: IncidentText, facts: IncidentFacts) -> str:
+    """The incident and the affected dataset, with its upstreams (urn and fields), which is
+    what a control over the dataset's rows, or one referencing a parent, may name."""
     source = facts.source
     dataset = None
     if source is not None:
+        upstreams = [facts.catalog.dataset(urn) for urn in source.upstreams[:MAX_UPSTREAMS_SHOWN]]
         dataset = {
             "name": source.name,
-            "fields": [
-                {"name": f.name, "type": f.native_type or f.type, "key": f.is_key}
-                for f in source.fields
-            ],
+            "fields": _fields(source),
             "owners": [{"owner": o.owner, "type": o.ownership_type} for o in source.owners],
+            "upstreams": [
+                {"urn": upstream.urn, "fields": _fields(upstream)}
+                for upstream in upstreams
+                if upstream is not None
+            ],
         }
     return json.dumps({"incident": text.fields(), "dataset": dataset}, indent=1)
 

@@ -637,3 +637,45 @@ def test_orphaned_order_lines_close_the_loop_on_invoices(tmp_path: Path) -> None
         assert len(incidents_b(store, SALES_INVOICES)) == 1
     finally:
         demo.catalog.close()
+
+
+# --- the LLM proposer ----------------------------------------------------------------------------
+def test_an_llm_reference_is_validated_against_the_catalog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model sees the upstreams it may reference; a parent not in the catalog is refused
+    and the corrected answer is taken (litellm's own mock_response, no network)."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from reflex_actions.lessons.llm import LlmConfig, LlmProposer
+    from tests.lessons.test_llm import Scripted
+
+    def answer(parent: str) -> str:
+        return json.dumps(
+            {
+                "failure_pattern": ORPHANED_REFERENCES,
+                "root_cause": "The purge deleted orders that still had lines.",
+                "evidence": [{"source": "title", "quote": "Orphaned order lines"}],
+                "control": spec(parent=parent),
+                "confidence": 0.8,
+                "rationale": "Lines point at deleted orders.",
+            }
+        )
+
+    catalog = InMemoryCatalog(estate())
+    facts = IncidentFacts(source=catalog.dataset(LINES), history=None, catalog=catalog)
+    script = Scripted(answer(urn("shop.public.gone")), answer(ORDERS))
+    proposer = LlmProposer(LlmConfig(model="openai/gpt-4o-mini"), completion=script)
+    draft, info = proposer.propose(INCIDENT, facts)
+    assert (info.name, draft.control) == ("llm", spec())
+    facts_sent = json.loads(script.calls[0][1]["content"])
+    assert facts_sent["dataset"]["upstreams"] == [
+        {
+            "urn": ORDERS,
+            "fields": [
+                {"name": "order_id", "type": "NUMBER", "key": True},
+                {"name": "customer_id", "type": "NUMBER", "key": False},
+            ],
+        }
+    ]
+    refusal = script.calls[1][-1]["content"]
+    assert "shop.public.gone,PROD)' is not in the catalog" in refusal
