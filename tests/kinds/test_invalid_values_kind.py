@@ -15,7 +15,7 @@ import pytest
 import yaml
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 
-from reflex_actions.backtest import load_history
+from reflex_actions.backtest import backtest, load_history
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.catalog.steward import resolve_incident
@@ -242,6 +242,63 @@ def test_a_value_range_is_the_same_on_typed_parquet_and_text_csv(tmp_path: Path)
     )
     spec = {"type": "value_range", "field": "amount", "min": 0, "max": 100}
     assert result_of(spec, parquet)[:2] == result_of(spec, csv)[:2] == (4, 2)
+
+
+TYPED_AMOUNTS = {
+    "DECIMAL(18,2)": pa.array(
+        [Decimal(v) if v else None for v in ["-1.00", "0.00", "10.50", "10.51", "250.00", None]],
+        pa.decimal128(18, 2),
+    ),
+    "BIGINT": pa.array([-1, 0, 10, 11, 250, None], pa.int64()),
+    "TINYINT": pa.array([-1, 0, 10, 11, 120, None], pa.int8()),
+    "DOUBLE": pa.array([-1.0, 0.0, 10.5, 10.51, float("nan"), None], pa.float64()),
+}
+
+
+@pytest.mark.usefixtures("kind_installed")
+@pytest.mark.parametrize("column_type", list(TYPED_AMOUNTS))
+@pytest.mark.parametrize(
+    ("bounds", "native"),
+    [
+        ({"min": 0, "max": 10.5}, {"DECIMAL(18,2)"}),  # 10.5 is no integer
+        ({"min": 0, "max": 250}, {"DECIMAL(18,2)", "BIGINT"}),  # 250 > TINYINT's 127
+        ({"max": 10.505}, set()),  # three decimals: more than DECIMAL(18,2) holds
+        ({"min": -1}, {"DECIMAL(18,2)", "BIGINT", "TINYINT"}),  # a NaN DOUBLE is below nothing
+    ],
+)
+def test_a_typed_column_is_compared_in_its_own_type_only_when_that_changes_nothing(
+    tmp_path: Path, column_type: str, bounds: dict[str, float], native: set[str]
+) -> None:
+    """A numeric Parquet column is compared natively (the filter reaches the scan) when its
+    integer or DECIMAL type holds the bounds exactly; either way the counts are those of its
+    values read as DOUBLEs from a CSV's text (a NaN is outside every range)."""
+    values = TYPED_AMOUNTS[column_type]
+    parquet = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"amount": values}), parquet)
+    texts = ["nan" if v != v else v for v in values.to_pylist()]  # a NaN is not equal to itself
+    csv = write_snapshot(tmp_path / "text.csv", [{"amount": v} for v in texts])
+    spec = {"type": "value_range", "field": "amount", **bounds}
+    assert result_of(spec, parquet)[:2] == result_of(spec, csv)[:2]
+    control = parse_control_spec(spec)
+    sql = control.compile(
+        SnapshotFile(parquet, "parquet").relation(types={"amount": column_type})
+    ).sql
+    assert ("TRY_CAST" not in sql) == (column_type in native), sql
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_a_nan_is_outside_every_range_in_a_backtest_too(tmp_path: Path) -> None:
+    """Parquet statistics leave NaNs out; a backtest (column types unknown) still counts it."""
+    folder = tmp_path / "prices"
+    folder.mkdir()
+    for day, prices in {"d1": [1.0, 2.0], "d2": [1.0, float("nan"), 3.0]}.items():
+        pq.write_table(
+            pa.table({"price": pa.array(prices, pa.float64())}), folder / f"{day}.parquet"
+        )
+    spec = {"type": "value_range", "field": "price", "min": 0, "max": 250}
+    report = backtest(parse_control_spec(spec), [load_history(folder)])
+    counts = {o.snapshot_id: (o.violation_count, o.sample) for o in report.per_snapshot}
+    assert counts == {"d1": (0, []), "d2": (1, [{"value": "nan", "occurrences": 1}])}
 
 
 @pytest.mark.usefixtures("kind_installed")
