@@ -528,10 +528,12 @@ HISTORIES: tuple[History, ...] = (
 )
 
 #: Snapshots landing after the history, for the live demo: dataset -> the defect in its load.
+#: The orders land clean, so a child landed that day has its parent's snapshot of the same id.
 LANDINGS: dict[str, Injection | None] = {
     "finance.payments": None,
     "finance.card_settlements": None,
     "finance.ledger_entries": _replay_batch,
+    "sales.orders": None,
     "sales.invoices": _guests_without_customer,
     "sales.returns": _returned_quantity_negated,
 }
