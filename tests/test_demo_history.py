@@ -35,6 +35,9 @@ HISTORY_FOLDERS = sorted(
     for folder in SNAPSHOTS.iterdir()
     if (folder / history.LABELS_FILE).is_file() and folder.name != history.OWNERSHIP_FOLDER
 )
+#: histories whose failures are NULLs and negative quantities, not duplicates: their labels are
+#: checked against those scenarios' controls in tests/demo/test_sales_histories.py
+SALES_HISTORIES = {"sales.orders", "sales.order_lines", "sales.invoices", "sales.returns"}
 TRANSACTION_ID_UNIQUE = UniquenessControl(field="transaction_id")
 TECHNICAL_OWNERSHIP = ActiveOwnershipControl(min_active_owners=1, owner_types=["TECHNICAL_OWNER"])
 DRIFTED = ("finance.ledger_entries", "2026-09-18")
@@ -158,6 +161,7 @@ def test_every_expected_history_is_committed() -> None:
         "finance.refunds",
         "finance.chargebacks",
         "marketing.web_sessions",
+        *SALES_HISTORIES,
     }
 
     assert set(HISTORY_FOLDERS) == expected
@@ -170,7 +174,10 @@ def test_key_uniqueness_flags_exactly_the_labelled_snapshots(
     actual = key_outcomes[dataset_name]
 
     assert len(actual) == 30
-    assert actual == expected_outcomes(SNAPSHOTS / dataset_name)
+    if dataset_name in SALES_HISTORIES:
+        assert set(actual.values()) == {"passed"}  # their failures are not duplicates
+    else:
+        assert actual == expected_outcomes(SNAPSHOTS / dataset_name)
 
 
 @pytest.mark.parametrize(
@@ -281,7 +288,7 @@ def test_landing_snapshots_hold_incident_b_only_in_the_ledger(
 
     actual = {
         path.parent.name: outcome(TRANSACTION_ID_UNIQUE, path, connection)
-        for path in sorted(landing.glob("*/2026-10-01.*"))
+        for path in sorted(landing.glob("finance.*/2026-10-01.*"))
     }
 
     assert actual == {

@@ -19,7 +19,7 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import OWNERSHIP_INCIDENT
-from reflex_actions.demo.run import HR_ADMIN, OWNERSHIP_NOTE, Demo
+from reflex_actions.demo.run import HR_ADMIN, OWNERSHIP_NOTE, SCENARIOS, Demo
 from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
@@ -57,7 +57,7 @@ def test_reflex_never_drafts_a_lesson_from_its_own_incident(full_loop: FullLoop)
     info = latest(store, OWNERSHIP_LESSON, GlossaryTermInfoClass)
     assert info is not None and "resolved by" in info.definition
     lesson_terms = [u for u in urns_with(store, "glossaryTermInfo") if "reflex.lesson." in u]
-    assert len(lesson_terms) == 2  # one per incident A
+    assert len(lesson_terms) == len(SCENARIOS)  # one per incident A
 
 
 @pytest.fixture

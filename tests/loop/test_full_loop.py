@@ -24,6 +24,8 @@ from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
     LANDING_DAY,
     LANDING_FOLDER,
+    ORDER_LINES_INCIDENT,
+    ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
     PAYMENTS_INCIDENT,
 )
@@ -45,6 +47,11 @@ from tests.stages import FullLoop
 
 PAYMENTS_LESSON = lesson_urn_for(PAYMENTS_INCIDENT)
 OWNERSHIP_LESSON = lesson_urn_for(OWNERSHIP_INCIDENT)
+#: every lesson the default demo publishes, one per scenario
+DEMO_LESSONS = [
+    lesson_urn_for(incident)
+    for incident in (PAYMENTS_INCIDENT, OWNERSHIP_INCIDENT, ORDERS_INCIDENT, ORDER_LINES_INCIDENT)
+]
 PAYMENTS = dataset_urn("finance.payments")
 LEDGER = dataset_urn("finance.ledger_entries")
 ORPHANED = [dataset_urn("finance.daily_revenue"), dataset_urn("finance.invoice_lines")]
@@ -107,7 +114,7 @@ def test_published_datasets_carry_coverage_and_an_external_assertion(
 ) -> None:
     store = store_of(full_loop.workdir)
     covered: set[str] = set()
-    for lesson_urn in (PAYMENTS_LESSON, OWNERSHIP_LESSON):
+    for lesson_urn in DEMO_LESSONS:
         lesson = stored_lesson(store, lesson_urn)
         assert lesson.published_scope
         for dataset in lesson.published_scope:
@@ -126,7 +133,7 @@ def test_published_datasets_carry_coverage_and_an_external_assertion(
     for dataset in uncovered:
         assert property_values(store, dataset, COVERAGE) == []
     assert len(urns_with(store, AssertionInfoClass.ASPECT_NAME)) == sum(
-        len(stored_lesson(store, u).published_scope) for u in (PAYMENTS_LESSON, OWNERSHIP_LESSON)
+        len(stored_lesson(store, u).published_scope) for u in DEMO_LESSONS
     )
 
 
