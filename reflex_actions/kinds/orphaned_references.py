@@ -326,31 +326,34 @@ class OrphanedReferencesKind(LessonKind):
     def related_through(
         self, query: SimilarityQuery, source: DatasetContext, catalog: CatalogReader
     ) -> dict[str, LineageRelation]:
-        """Datasets downstream of the parent, or of a dataset the parent was copied from (an
-        upstream of it with the referenced field)."""
+        """Datasets downstream of the parent (directly, or through one dataset between), or of
+        a dataset the parent was copied from (an upstream of it with the referenced field)."""
         target = query.control.referenced()
         parent = catalog.dataset(target.dataset) if target else None
         if target is None or parent is None:
             return {}
-        related: dict[str, LineageRelation] = {}
         parent_name = display_name(parent.urn)
-        for urn in catalog.downstreams(parent.urn):
-            related[urn] = ParentLineage(
-                1, f"downstream of {parent_name}, the parent it references"
-            )
-        for origin in parent.upstreams:
-            copied = catalog.dataset(origin)
-            if copied is None or match_field(FieldInfo(name=target.field), copied, {}) is None:
-                continue
-            for urn in catalog.downstreams(origin):
-                related.setdefault(
-                    urn,
-                    ParentLineage(
-                        2,
-                        f"downstream of {display_name(origin)}, which {parent_name} (the parent "
-                        "it references) was copied from",
-                    ),
+        origins = [
+            (parent.urn, f"downstream of {parent_name}, the parent it references"),
+            *(
+                (
+                    origin,
+                    f"downstream of {display_name(origin)}, which {parent_name} (the parent it "
+                    "references) was copied from",
                 )
+                for origin in parent.upstreams
+                if _has_field(catalog.dataset(origin), target.field)
+            ),
+        ]
+        related: dict[str, LineageRelation] = {}
+        for hops, (origin, why) in enumerate(origins, start=1):
+            hops = min(hops, 2)
+            for urn in catalog.downstreams(origin):
+                related.setdefault(urn, ParentLineage(hops, why))
+                for further in catalog.downstreams(urn):
+                    related.setdefault(
+                        further, ParentLineage(hops + 1, f"{why}, through {display_name(urn)}")
+                    )
         related.pop(parent.urn, None)
         return related
 
@@ -382,6 +385,10 @@ def _named_in(urn: str, words: str) -> bool:
         re.search(rf"(?<![\w.]){re.escape(part)}(?![\w])", words, re.IGNORECASE)
         for part in {name, name.rsplit(".", 1)[-1]}
     )
+
+
+def _has_field(dataset: DatasetContext | None, name: str) -> bool:
+    return dataset is not None and match_field(FieldInfo(name=name), dataset, {}) is not None
 
 
 def _comparable(child: FieldInfo, parent: FieldInfo) -> bool:

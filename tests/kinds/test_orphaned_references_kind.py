@@ -151,8 +151,8 @@ class TestReferentialIntegrityControl(BaseLessonKindConformance):
 
 
 def estate() -> list[DatasetContext]:
-    """raw.orders -> shop.public.orders (copied) -> lines, refunds; raw.orders -> returns;
-    web.clicks has an order_id but no lineage to the orders."""
+    """raw.orders -> shop.public.orders (copied) -> lines -> line_taxes, and -> refunds;
+    raw.orders -> returns; web.clicks has an order_id but no lineage to the orders."""
     return [
         dataset("raw.orders", ("order_id", "number"), key="order_id"),
         dataset(
@@ -172,6 +172,9 @@ def estate() -> list[DatasetContext]:
         dataset("shop.public.returns", ("order_id", "number"), upstreams=(urn("raw.orders"),)),
         dataset("shop.public.notes", ("order_id", "string"), upstreams=(ORDERS,)),
         dataset("web.clicks", ("order_id", "number")),
+        dataset(
+            "shop.public.line_taxes", ("order_id", "number"), upstreams=(urn("shop.public.lines"),)
+        ),
     ]
 
 
@@ -468,7 +471,11 @@ def test_similar_children_are_downstream_of_the_same_parent_with_the_path() -> N
     )
     resolution = resolve_similar_assets(query, catalog)
     reasons = {c.name: c.explanation for c in resolution.candidates}
-    assert set(reasons) == {"shop.public.refunds", "shop.public.returns"}
+    assert set(reasons) == {"shop.public.refunds", "shop.public.returns", "shop.public.line_taxes"}
+    assert (
+        "downstream of shop.public.orders, the parent it references, through shop.public.lines"
+        in reasons["shop.public.line_taxes"]
+    )
     assert (
         "downstream of shop.public.orders, the parent it references"
         in reasons["shop.public.refunds"]
@@ -493,8 +500,9 @@ ORPHAN_NOTE = (
     "The nightly purge now keeps orders that still have lines; the orphaned order lines of "
     "2026-09-14 were restored with their orders."
 )
-SALES_ORDERS, SALES_LINES, SALES_INVOICES = (
-    dataset_urn(name) for name in ("sales.orders", "sales.order_lines", "sales.invoices")
+SALES_ORDERS, SALES_LINES, SALES_INVOICES, SALES_RETURNS = (
+    dataset_urn(name)
+    for name in ("sales.orders", "sales.order_lines", "sales.invoices", "sales.returns")
 )
 #: snapshot id -> order ids, per dataset: 2026-09-14's lines point at purged orders
 ORDER_HISTORIES: dict[str, dict[str, list[str | None]]] = {
@@ -584,20 +592,25 @@ def test_orphaned_order_lines_close_the_loop_on_invoices(tmp_path: Path) -> None
             "snowflake; not yet covered |"
         ) in lesson.report
         assert (
-            "- sales.returns: not downstream of sales.orders: its values have no parent to check"
-            in lesson.report
+            "| sales.returns | 0.70 | yes | shares domain sales; has order_id (VARCHAR) like the "
+            "source; downstream of sales.orders, the parent it references, through "
+            "sales.order_lines; same platform snowflake; not yet covered |"
+        ) in lesson.report
+        assert (
+            "- logistics.shipments: not downstream of sales.orders: its values have no parent "
+            "to check" in lesson.report
         )
         assert "- sales.orders: it is the dataset the control references" in lesson.report
         # the invoices of 2026-09-13 pair with the orders of that day; o1 exists there
         assert (
-            "**Recommended scope** (2 datasets): precision 100%, recall 100%, 1 labelled "
+            "**Recommended scope** (3 datasets): precision 100%, recall 100%, 1 labelled "
             "failures caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
         ) in lesson.report
 
         demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")
         lesson = demo.lesson(ORPHAN_INCIDENT)
         assert lesson.state is LessonState.PUBLISHED
-        assert set(lesson.published_scope) == {SALES_LINES, SALES_INVOICES}
+        assert set(lesson.published_scope) == {SALES_LINES, SALES_INVOICES, SALES_RETURNS}
 
         day = LANDING_DAY.isoformat()
         # lines whose orders all exist in the orders' latest snapshot (2026-09-14) pass
