@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from reflex_actions.backtest.history import History
+from reflex_actions.backtest.history import FailureLabel, History
 from reflex_actions.backtest.metrics import (
     BacktestReport,
     DatasetBacktest,
@@ -20,6 +20,7 @@ from reflex_actions.backtest.metrics import (
 from reflex_actions.controls import Control
 from reflex_actions.errors import SnapshotError, first_line
 from reflex_actions.executor import ReferenceSnapshot, with_reference
+from reflex_actions.kinds import kind_for_control
 from reflex_actions.snapshots import SnapshotFile, files_relation
 
 DEFAULT_SAMPLE_SIZE = 3
@@ -114,8 +115,10 @@ def _backtest_history(
         raw = {}
         for snapshot in evaluable:
             unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
+    kind = kind_for_control(control.type)
+    labels = history.labels_for(kind.pattern if kind else None)
     outcomes = [
-        _outcome(control, history, snapshot, raw.get(snapshot.snapshot_id), unusable)
+        _outcome(control, history, labels, snapshot, raw.get(snapshot.snapshot_id), unusable)
         for snapshot in history.snapshots
     ]
     applicable = any(outcome.evaluable for outcome in outcomes)
@@ -258,11 +261,12 @@ def _execute(
 def _outcome(
     control: Control,
     history: History,
+    labels: Mapping[str, FailureLabel],
     snapshot: SnapshotFile,
     raw: RawRow | None,
     unusable: dict[str, str],
 ) -> SnapshotOutcome:
-    label = history.labels.get(snapshot.snapshot_id)
+    label = labels.get(snapshot.snapshot_id)
     common = {
         "dataset": history.dataset,
         "snapshot_id": snapshot.snapshot_id,

@@ -8,7 +8,8 @@ Layout (DESIGN.md §5)::
       labels.yaml               # failures: [2026-09-02, {snapshot: .., incident: urn:..}]
 
 Snapshots not named in ``labels.yaml`` count as normal; a history without ``labels.yaml`` has no
-labelled failures.
+labelled failures. A label may name the lesson kind of its failure (``kind: missing_values``):
+for the controls of another kind that snapshot counts as normal.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class FailureLabel(BaseModel):
 
     snapshot: str = Field(min_length=1)
     incident: str | None = None
+    #: the lesson kind (pattern id) of the failure, when known: another kind's failure is a
+    #: normal snapshot for this kind's controls (a NULL day is no orphan day)
+    kind: str | None = Field(default=None, min_length=1, max_length=200)
 
     @field_validator("snapshot", mode="before")
     @classmethod
@@ -100,6 +104,15 @@ class History:
         if earlier is None:
             return None
         return earlier, f"the latest at or before {snapshot_id}"
+
+    def labels_for(self, pattern: str | None) -> dict[str, FailureLabel]:
+        """The labels that count as failures for a control of this kind: those of the kind
+        and those naming no kind."""
+        return {
+            snapshot: label
+            for snapshot, label in self.labels.items()
+            if label.kind is None or label.kind == pattern
+        }
 
     def labels_without_snapshot(self) -> list[str]:
         """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""
