@@ -44,6 +44,7 @@ PAYMENTS_INCIDENT = "urn:li:incident:reflex-demo-payments-duplicates"
 OWNERSHIP_INCIDENT = "urn:li:incident:reflex-demo-orphaned-ownership"
 ORDERS_INCIDENT = "urn:li:incident:reflex-demo-orders-missing-customer"
 ORDER_LINES_INCIDENT = "urn:li:incident:reflex-demo-order-lines-negative-quantity"
+INVOICES_INCIDENT = "urn:li:incident:reflex-demo-invoices-orphaned"
 
 #: The loader column a retry rewrites; datasets without it get byte-identical repeated rows.
 BATCH_COLUMN = "ingestion_batch"
@@ -123,6 +124,9 @@ class Failure:
 
     inject: Injection
     incident: str | None = None
+    #: the lesson kind of the defect, written on its label when the table breaks in more
+    #: than one way (each kind's control is then scored on its own failures)
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -470,6 +474,41 @@ def _returned_quantity_negated(rows: list[Row], load: DayLoad) -> list[Row]:
     ]
 
 
+def _rolled_back_orders(load: DayLoad, share: float) -> list[Row]:
+    """Paid orders checkout rolled back after payment: they never reach ``sales.orders`` (their
+    ids follow the day's own), but a reader of a stale replica still sees them."""
+    paid = _paid(load.orders)
+    count = max(1, round(len(paid) * share))
+    ids = _ids("ORD", load.day, len(load.orders) + count)[len(load.orders) :]
+    return [{**order, "order_id": order_id} for order_id, order in zip(ids, paid, strict=False)]
+
+
+def _invoices_of_rolled_back_orders(rows: list[Row], load: DayLoad) -> list[Row]:
+    """Billing read a stale replica and invoiced orders checkout had rolled back."""
+    rolled_back = _rolled_back_orders(load, 0.06)
+    ids = _ids("SI", load.day, len(rows) + len(rolled_back))[len(rows) :]
+    return rows + [
+        {
+            "invoice_id": invoice_id,
+            "order_id": order["order_id"],
+            "customer_id": order["customer_id"],
+            "currency_code": order["currency_code"],
+            "amount_minor": _order_total(order),
+            "issued_at": _later(order["ordered_at"], load.rng, 5, 120),
+        }
+        for invoice_id, order in zip(ids, rolled_back, strict=True)
+    ]
+
+
+def _lines_of_rolled_back_orders(rows: list[Row], load: DayLoad) -> list[Row]:
+    """The order pipeline replayed from the same stale replica: lines of rolled-back orders."""
+    return rows + [
+        {"order_id": order["order_id"], **line}
+        for order in _rolled_back_orders(load, 0.04)
+        for line in order["lines"]
+    ]
+
+
 def _retries(days: Mapping[date, str | None]) -> dict[date, Failure]:
     """Days whose load was retried non-idempotently, each with the incident that found it."""
     return {day: Failure(_replay_batch, incident) for day, incident in days.items()}
@@ -479,6 +518,8 @@ def _retries(days: Mapping[date, str | None]) -> dict[date, Failure]:
 MISSING_CUSTOMER_DAY = date(2026, 9, 17)
 #: The cart-service release of 2026-09-24 sent removed items as order lines.
 NEGATIVE_QUANTITY_DAY = date(2026, 9, 24)
+#: On 2026-09-20 billing read a stale replica and invoiced orders that had been rolled back.
+ROLLED_BACK_DAY = date(2026, 9, 20)
 
 HISTORIES: tuple[History, ...] = (
     History(
@@ -510,19 +551,32 @@ HISTORIES: tuple[History, ...] = (
         "sales.orders",
         "parquet",
         _orders,
-        {MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, ORDERS_INCIDENT)},
+        {
+            MISSING_CUSTOMER_DAY: Failure(
+                _guests_without_customer, ORDERS_INCIDENT, "missing_values"
+            )
+        },
     ),
     History(
         "sales.order_lines",
         "parquet",
         _order_lines,
-        {NEGATIVE_QUANTITY_DAY: Failure(_removed_items_as_lines, ORDER_LINES_INCIDENT)},
+        {
+            NEGATIVE_QUANTITY_DAY: Failure(
+                _removed_items_as_lines, ORDER_LINES_INCIDENT, "invalid_values"
+            )
+        },
     ),
     History(
         "sales.invoices",
         "parquet",
         _invoices,
-        {MISSING_CUSTOMER_DAY: Failure(_guests_without_customer)},
+        {
+            MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, kind="missing_values"),
+            ROLLED_BACK_DAY: Failure(
+                _invoices_of_rolled_back_orders, INVOICES_INCIDENT, "orphaned_references"
+            ),
+        },
     ),
     History("sales.returns", "parquet", _returns, {}),
 )
@@ -534,6 +588,7 @@ LANDINGS: dict[str, Injection | None] = {
     "finance.card_settlements": None,
     "finance.ledger_entries": _replay_batch,
     "sales.orders": None,
+    "sales.order_lines": _lines_of_rolled_back_orders,
     "sales.invoices": _guests_without_customer,
     "sales.returns": _returned_quantity_negated,
 }
@@ -571,11 +626,18 @@ def write_snapshot(table: pa.Table, path: Path) -> None:
             writer.writerow("" if value is None else value for value in row.values())
 
 
-def _write_labels(folder: Path, failures: list[tuple[date, str | None]]) -> None:
-    """labels.yaml as in DESIGN §5; snapshot ids are quoted so YAML keeps them as text."""
+def _write_labels(folder: Path, failures: list[tuple[date, str | None, str | None]]) -> None:
+    """labels.yaml as in DESIGN §5 from (day, incident, kind); snapshot ids are quoted so YAML
+    keeps them as text."""
     entries = [
-        day.isoformat() if incident is None else {"snapshot": day.isoformat(), "incident": incident}
-        for day, incident in failures
+        day.isoformat()
+        if incident is None and kind is None
+        else {
+            "snapshot": day.isoformat(),
+            **({"incident": incident} if incident else {}),
+            **({"kind": kind} if kind else {}),
+        }
+        for day, incident, kind in failures
     ]
     header = "# Snapshots known to hold a failure. Generated by reflex_actions.demo.history.\n"
     text = yaml.safe_dump({"failures": entries}, sort_keys=False)
@@ -651,7 +713,10 @@ def _write_ownership_history(folder: Path) -> None:
         if _has_orphan(edges):
             orphaned_weeks.append(week)
     incidents = [OWNERSHIP_INCIDENT] + [None] * (len(orphaned_weeks) - 1)
-    _write_labels(folder, list(zip(orphaned_weeks, incidents, strict=True)))
+    _write_labels(
+        folder,
+        [(week, incident, None) for week, incident in zip(orphaned_weeks, incidents, strict=True)],
+    )
 
 
 def landing_snapshot(out_dir: Path, dataset: str) -> Path:
@@ -676,7 +741,10 @@ def generate_histories(out_dir: Path, seed: int = 7) -> dict[str, Path]:
             inject = failure.inject if failure else None
             table = _snapshot_table(history, seed, day, streams[day], inject)
             write_snapshot(table, folder / f"{day.isoformat()}{history.suffix}")
-        labels = [(day, failure.incident) for day, failure in sorted(history.failures.items())]
+        labels = [
+            (day, failure.incident, failure.kind)
+            for day, failure in sorted(history.failures.items())
+        ]
         _write_labels(folder, labels)
         folders[history.dataset] = folder
     _fresh_folder(out_dir / LANDING_FOLDER)

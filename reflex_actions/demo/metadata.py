@@ -47,6 +47,7 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.demo.estate import DATASETS, GROUPS, PLATFORM, USERS, Dataset, User
 from reflex_actions.demo.history import (
+    INVOICES_INCIDENT,
     LANDING_DAY,
     MISSING_CUSTOMER_DAY,
     NEGATIVE_QUANTITY_DAY,
@@ -54,6 +55,7 @@ from reflex_actions.demo.history import (
     ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
     PAYMENTS_INCIDENT,
+    ROLLED_BACK_DAY,
     owners_on,
 )
 
@@ -218,6 +220,15 @@ def incidents() -> list[MetadataChangeProposalWrapper]:
             "Negative quantities in sales.order_lines",
             "Units sold per SKU dropped on 2026-09-24: the cart service sent items taken out of "
             "a cart as order lines with quantity -1, and the order pipeline loaded them.",
+        ),
+        _incident(
+            INVOICES_INCIDENT,
+            ROLLED_BACK_DAY,
+            "sales.invoices",
+            "Orphaned invoices in sales.invoices",
+            "Finance could not match invoices of 2026-09-20 to any order: billing read a stale "
+            "replica after checkout rolled back a batch of paid orders, so the invoices point "
+            "at missing orders.",
         ),
     ]
 

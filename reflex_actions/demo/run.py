@@ -39,6 +39,7 @@ from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
+    INVOICES_INCIDENT,
     LANDING_DAY,
     LANDING_FOLDER,
     ORDER_LINES_INCIDENT,
@@ -89,6 +90,10 @@ OWNERSHIP_NOTE = "Reassigned technical ownership of finance.payments to carol af
 ORDERS_NOTE = (
     "Checkout now creates the customer before it writes the order; the guest orders of "
     "2026-09-17 were backfilled with their customer_id."
+)
+INVOICES_NOTE = (
+    "Billing now reads the orders from the primary and invoices only committed orders; the "
+    "invoices of the rolled-back orders of 2026-09-20 were voided."
 )
 ORDER_LINES_NOTE = (
     "The order pipeline now rejects lines with a quantity below one; the removed-item lines of "
@@ -289,6 +294,10 @@ _missing_values = _on_landed_data(ORDERS_INCIDENT, ORDERS_NOTE, "sales.orders", 
 _invalid_values = _on_landed_data(
     ORDER_LINES_INCIDENT, ORDER_LINES_NOTE, "sales.order_lines", "sales.returns"
 )
+#: invoices of rolled-back orders recur where the order pipeline replays the same stale replica
+_orphaned_references = _on_landed_data(
+    INVOICES_INCIDENT, INVOICES_NOTE, "sales.invoices", "sales.order_lines"
+)
 
 
 def _ownership(demo: Demo) -> bool:
@@ -344,6 +353,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "invalid-values": Scenario(
         "order lines with a negative quantity", "invalid values", _invalid_values
+    ),
+    "orphaned-references": Scenario(
+        "invoices of orders that do not exist", "orphaned references", _orphaned_references
     ),
 }
 

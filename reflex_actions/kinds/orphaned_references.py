@@ -214,12 +214,12 @@ def _words(text: IncidentText) -> str:
 
 # --- the kind ------------------------------------------------------------------------------------
 ORPHAN_WORDS = re.compile(
-    r"\b(orphan(?:ed|s)? (?:rows?|records?|references?|keys?|ids?|lines?|items?|children|"
-    r"entries|events?|payments?|orders?)|dangling (?:references?|keys?|ids?|rows?)|"
-    r"foreign[- ]keys?|referential integrity|"
+    # "orphaned <anything>" except ownership's words (an orphaned dataset has no owner)
+    r"\b(orphan(?:ed|s)? (?!ownership|owners?\b|datasets?\b|tables?\b|assets?\b)\w+|"
+    r"dangling (?:references?|keys?|ids?|rows?)|foreign[- ]keys?|referential integrity|"
     r"no (?:matching|corresponding|existing) (?:parent|\w+)|"
     r"(?:point(?:s|ed|ing)?|refer(?:s|red|ring)?) (?:at|to) (?:an? )?(?:non-?existent|missing|"
-    r"deleted|unknown|absent) \w+|"
+    r"deleted|unknown|absent|rolled[- ]back) \w+|"
     r"(?:does|did|do) not exist in)",
     re.IGNORECASE,
 )

@@ -23,20 +23,22 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.cli.main import cli
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import (
+    INVOICES_INCIDENT,
     LANDING_DAY,
     ORDER_LINES_INCIDENT,
     ORDERS_INCIDENT,
-    OWNERSHIP_INCIDENT,
-    PAYMENTS_INCIDENT,
     landing_snapshot,
 )
+from reflex_actions.demo.metadata import incidents
+from reflex_actions.demo.run import SCENARIOS
 from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
 from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
 from tests.loop.store import incidents_b, latest, store_of, stored_lesson, urns_with
 from tests.stages import FullLoop
 
-INCIDENTS = (PAYMENTS_INCIDENT, OWNERSHIP_INCIDENT, ORDERS_INCIDENT, ORDER_LINES_INCIDENT)
+#: incident A of each scenario
+INCIDENTS = tuple(str(mcp.entityUrn) for mcp in incidents())
 ORDERS, INVOICES = dataset_urn("sales.orders"), dataset_urn("sales.invoices")
 ORDER_LINES, RETURNS = dataset_urn("sales.order_lines"), dataset_urn("sales.returns")
 
@@ -72,6 +74,12 @@ def missing_values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenari
 @pytest.fixture(scope="module")
 def invalid_values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
     yield run_scenario(tmp_path_factory.mktemp("invalid-values") / "demo", "invalid-values")
+
+
+@pytest.fixture(scope="module")
+def orphaned_references(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
+    workdir = tmp_path_factory.mktemp("orphaned-references") / "demo"
+    yield run_scenario(workdir, "orphaned-references")
 
 
 def count(sql: str, path: Path) -> int:
@@ -125,9 +133,42 @@ def test_invalid_values_closes_its_loop_on_the_returns(invalid_values: ScenarioR
     assert_incident_b(invalid_values, ORDER_LINES_INCIDENT, RETURNS, negative)
 
 
+def test_orphaned_references_close_their_loop_on_the_order_lines(
+    orphaned_references: ScenarioRun,
+) -> None:
+    run = orphaned_references
+    assert run.exit_code == 0, run.output
+    lesson = stored_lesson(run.store, lesson_urn_for(INVOICES_INCIDENT))
+    assert (lesson.failure_pattern, lesson.proposer.name) == (
+        "orphaned_references",
+        "deterministic",
+    )
+    assert lesson.control == {
+        "type": "referential_integrity",
+        "field": "order_id",
+        "references": {"dataset": ORDERS, "field": "order_id"},
+    }
+    assert lesson.state is LessonState.PUBLISHED
+    assert set(lesson.published_scope) == {INVOICES, ORDER_LINES, RETURNS}
+    snapshots = run.workdir / "snapshots"
+    landed = landing_snapshot(snapshots, "sales.order_lines")
+    parent = landing_snapshot(snapshots, "sales.orders")
+    ((orphans,),) = duckdb.execute(
+        "SELECT count(*) FROM read_parquet(?) WHERE order_id NOT IN "
+        "(SELECT order_id FROM read_parquet(?))",
+        [str(landed), str(parent)],
+    ).fetchall()
+    assert orphans > 0
+    assert_incident_b(run, INVOICES_INCIDENT, ORDER_LINES, orphans)
+
+
 @pytest.mark.parametrize(
     ("scenario", "incident"),
-    [("missing_values", ORDERS_INCIDENT), ("invalid_values", ORDER_LINES_INCIDENT)],
+    [
+        ("missing_values", ORDERS_INCIDENT),
+        ("invalid_values", ORDER_LINES_INCIDENT),
+        ("orphaned_references", INVOICES_INCIDENT),
+    ],
 )
 def test_a_named_scenario_runs_only_itself(
     scenario: str, incident: str, request: pytest.FixtureRequest
@@ -148,7 +189,10 @@ def test_an_unknown_scenario_is_bad_input_naming_the_scenarios(tmp_path: Path) -
     run = run_scenario(workdir, "duplicate-rows")
     assert run.exit_code == 2
     assert "unknown scenario 'duplicate-rows'" in run.output
-    assert "duplicates, ownership, missing-values, invalid-values" in run.output
+    assert ", ".join(SCENARIOS) in run.output
+    assert "duplicates, ownership, missing-values, invalid-values, orphaned-references" in (
+        run.output
+    )
     assert not workdir.exists()  # refused before anything was set up
     hostile = run_scenario(workdir, "x" * 10_000)
     assert hostile.exit_code == 2
@@ -159,7 +203,13 @@ def test_the_default_demo_plays_every_scenario(full_loop: FullLoop) -> None:
     assert full_loop.closed
     results = full_loop.lines[full_loop.lines.index("\n== Result ==") + 1 :]
     closed = [line.split(":")[0].strip() for line in results if "incident B" in line]
-    assert closed == ["duplicate rows", "orphaned ownership", "missing values", "invalid values"]
+    assert closed == [
+        "duplicate rows",
+        "orphaned ownership",
+        "missing values",
+        "invalid values",
+        "orphaned references",
+    ]
     store = store_of(full_loop.workdir)
     for incident in INCIDENTS:
         assert stored_lesson(store, lesson_urn_for(incident)).state is LessonState.PUBLISHED

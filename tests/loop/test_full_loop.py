@@ -24,11 +24,10 @@ from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
     LANDING_DAY,
     LANDING_FOLDER,
-    ORDER_LINES_INCIDENT,
-    ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
     PAYMENTS_INCIDENT,
 )
+from reflex_actions.demo.metadata import incidents
 from reflex_actions.demo.run import STEWARD
 from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
 from reflex_actions.handlers.lesson_store import lesson_urn_for, load_lesson
@@ -48,10 +47,8 @@ from tests.stages import FullLoop
 PAYMENTS_LESSON = lesson_urn_for(PAYMENTS_INCIDENT)
 OWNERSHIP_LESSON = lesson_urn_for(OWNERSHIP_INCIDENT)
 #: every lesson the default demo publishes, one per scenario
-DEMO_LESSONS = [
-    lesson_urn_for(incident)
-    for incident in (PAYMENTS_INCIDENT, OWNERSHIP_INCIDENT, ORDERS_INCIDENT, ORDER_LINES_INCIDENT)
-]
+#: one lesson per incident the demo resolves (incident A of each scenario)
+DEMO_LESSONS = [lesson_urn_for(str(mcp.entityUrn)) for mcp in incidents()]
 PAYMENTS = dataset_urn("finance.payments")
 LEDGER = dataset_urn("finance.ledger_entries")
 ORPHANED = [dataset_urn("finance.daily_revenue"), dataset_urn("finance.invoice_lines")]
