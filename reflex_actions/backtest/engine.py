@@ -105,10 +105,11 @@ def _backtest_history(
             unusable[snapshot.snapshot_id] = str(error)
     evaluable = [snapshot for snapshot in history.snapshots if snapshot.snapshot_id in types]
     target = control.referenced()
+    checked_against: dict[str, str] = {}  # child snapshot id -> the parent snapshot it paired
     if target is None:
         raw = _evaluate(con, control, evaluable, sample_size, history.dataset, progress, unusable)
     elif (parent := references.get(target.dataset)) is not None:
-        raw = _evaluate_against_parent(
+        raw, checked_against = _evaluate_against_parent(
             con, control, evaluable, types, sample_size, parent, unusable
         )
     else:
@@ -118,7 +119,15 @@ def _backtest_history(
     kind = kind_for_control(control.type)
     labels = history.labels_for(kind.pattern if kind else None)
     outcomes = [
-        _outcome(control, history, labels, snapshot, raw.get(snapshot.snapshot_id), unusable)
+        _outcome(
+            control,
+            history,
+            labels,
+            snapshot,
+            raw.get(snapshot.snapshot_id),
+            unusable,
+            checked_against.get(snapshot.snapshot_id),
+        )
         for snapshot in history.snapshots
     ]
     applicable = any(outcome.evaluable for outcome in outcomes)
@@ -177,10 +186,12 @@ def _evaluate_against_parent(
     sample_size: int,
     parent: History,
     unusable: dict[str, str],
-) -> dict[str, RawRow]:
+) -> tuple[dict[str, RawRow], dict[str, str]]:
     """Raw results of a referencing control, one query per child snapshot against its paired
-    snapshot of the ``parent`` history; a child snapshot with none to pair is not evaluable."""
+    snapshot of the ``parent`` history (a child snapshot with none to pair is not evaluable),
+    and which parent snapshot each was paired with."""
     results: dict[str, RawRow] = {}
+    pairs: dict[str, str] = {}
     for snapshot in snapshots:
         paired = parent.snapshot_for(snapshot.snapshot_id)
         if paired is None:
@@ -188,6 +199,7 @@ def _evaluate_against_parent(
                 f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
             )
             continue
+        pairs[snapshot.snapshot_id] = f"{parent.dataset} {paired[0].snapshot_id} ({paired[1]})"
         try:
             relation = with_reference(
                 con,
@@ -203,7 +215,7 @@ def _evaluate_against_parent(
             unusable[snapshot.snapshot_id] = (
                 f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
             )
-    return results
+    return results, pairs
 
 
 def _run_partitioned(
@@ -265,9 +277,11 @@ def _outcome(
     snapshot: SnapshotFile,
     raw: RawRow | None,
     unusable: dict[str, str],
+    checked_against: str | None,
 ) -> SnapshotOutcome:
     label = labels.get(snapshot.snapshot_id)
     common = {
+        "checked_against": checked_against,
         "dataset": history.dataset,
         "snapshot_id": snapshot.snapshot_id,
         "path": str(snapshot.path),

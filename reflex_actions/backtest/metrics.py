@@ -47,6 +47,9 @@ class SnapshotOutcome(BaseModel):
     rows_scanned: int | None = None
     sample: list[dict[str, Any]] = []
     reason: str | None = None
+    #: the other dataset's snapshot it was checked against, and how that was chosen (a
+    #: referencing control's child snapshot: "2026-09-14 (the same snapshot id)")
+    checked_against: str | None = None
     verdict: Verdict
 
     @staticmethod

@@ -60,7 +60,14 @@ def render_markdown(report: BacktestReport) -> str:
             "| --- | --- | --- | --- | --- |",
         ]
         for o in notable:
-            detail = o.reason or (f"incident {o.incident}" if o.incident else "")
+            detail = o.reason or "; ".join(
+                part
+                for part in (
+                    f"incident {o.incident}" if o.incident else "",
+                    f"checked against {o.checked_against}" if o.checked_against else "",
+                )
+                if part
+            )
             violations = "" if o.violation_count is None else o.violation_count
             lines.append(
                 f"| {escape(o.dataset)} | {escape(o.snapshot_id)} | {VERDICT_TEXT[o.verdict]} "

@@ -35,6 +35,7 @@ from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonDraft, LessonState
 from reflex_actions.lessons.validation import check_draft
+from reflex_actions.report.backtest import render_markdown
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
@@ -276,6 +277,16 @@ def test_the_backtest_pairs_each_child_snapshot_with_the_parent_of_its_id_or_bef
         1,
         0,
     ]
+    assert [outcomes[s].checked_against for s in sorted(outcomes)] == [
+        None,
+        "orders 2026-01-02 (the same snapshot id)",
+        "orders 2026-01-02 (the latest at or before 2026-01-03)",
+        "orders 2026-01-04 (the same snapshot id)",
+    ]
+    assert (
+        "| lines | 2026-01-03 | caught (labelled failure) | 1 | checked against orders 2026-01-02 "
+        "(the latest at or before 2026-01-03) |" in render_markdown(report)
+    )
     assert (report.true_positives, report.false_positives, report.true_negatives) == (1, 0, 2)
     assert report.not_evaluable == 1
 
