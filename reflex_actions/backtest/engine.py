@@ -292,7 +292,7 @@ def _outcome(
         reason = unusable.get(snapshot.snapshot_id, "not evaluated")
         return SnapshotOutcome(**common, evaluable=False, reason=reason, verdict="not_evaluable")
     rows_scanned, violation_count, sample = raw
-    flagged = violation_count > control.allowed_violations()
+    flagged = violation_count > control.allowed_violations(rows_scanned)
     return SnapshotOutcome(
         **common,
         evaluable=True,

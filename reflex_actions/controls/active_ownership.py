@@ -69,7 +69,7 @@ class ActiveOwnershipControl(Control):
     def dataset_fields(self) -> list[str]:
         return []  # it reads ownership edges, not the dataset's rows
 
-    def allowed_violations(self) -> int:
+    def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:

@@ -102,8 +102,9 @@ class Control(BaseModel, ABC):
         offenders over ``relation`` (one row, or one per partition)."""
 
     @abstractmethod
-    def allowed_violations(self) -> int:
-        """The control passes while violation_count is at most this."""
+    def allowed_violations(self, rows_scanned: int) -> int:
+        """The control passes while violation_count is at most this, on a snapshot of
+        ``rows_scanned`` rows (an allowance may be a share of them)."""
 
     @abstractmethod
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:

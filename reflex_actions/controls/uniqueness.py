@@ -30,7 +30,7 @@ class UniquenessControl(FieldsControl):
         spec = {**self.model_dump(exclude_none=True), **self.renamed_fields(mapping)}
         return UniquenessControl.model_validate(spec)
 
-    def allowed_violations(self) -> int:
+    def allowed_violations(self, rows_scanned: int) -> int:
         return self.max_duplicate_count
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:

@@ -135,7 +135,7 @@ class FieldValuesControl(Control):
         renamed = {"field": mapping.get(self.field, self.field)}
         return type(self).model_validate({**self.model_dump(exclude_none=True), **renamed})
 
-    def allowed_violations(self) -> int:
+    def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -41,9 +42,8 @@ NULL_WORDS = re.compile(
 class NotNullControl(FieldsControl):
     """The listed field(s) hold a value in every row, or in all but ``max_null_fraction`` of them.
 
-    A violation is a row where a listed field IS NULL. The control's pass rule is an allowed
-    count, so with a fraction above 0 the violations counted are the NULL rows beyond
-    ``floor(max_null_fraction * rows)``; with the default 0 they are all the NULL rows.
+    A violation is a row where a listed field IS NULL; the snapshot passes while there are at
+    most ``floor(max_null_fraction * rows)`` of them (none by default).
     """
 
     type: Literal["not_null"] = "not_null"
@@ -51,7 +51,7 @@ class NotNullControl(FieldsControl):
     key: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_ITEMS)
     max_null_fraction: float = Field(default=0.0, ge=0.0, le=1.0, strict=True)
 
-    violation_unit: ClassVar[str] = "rows with a NULL beyond the allowed fraction"
+    violation_unit: ClassVar[str] = "rows with a NULL"
 
     @field_validator("key")
     @classmethod
@@ -78,8 +78,9 @@ class NotNullControl(FieldsControl):
             spec["key"] = [mapping.get(name, name) for name in self.key]
         return NotNullControl.model_validate(spec)
 
-    def allowed_violations(self) -> int:
-        return 0  # the fraction is applied in the query, where the row count is known
+    def allowed_violations(self, rows_scanned: int) -> int:
+        # as the decimal the steward wrote: 0.29 of 100 rows allows 29, not 28.999...
+        return int(Decimal(str(self.max_null_fraction)) * rows_scanned)
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
         """Counts in one pass over the rows; only rows with a NULL are read for the examples."""
@@ -124,19 +125,13 @@ examples AS (
 )
 SELECT
     {partition}rows_scanned,
-    greatest(null_rows - floor(rows_scanned * $max_null_fraction::DECIMAL(38, 18)), 0)::BIGINT
-        AS violation_count,
+    null_rows AS violation_count,
     (
         SELECT list(row(example, null_counts) ORDER BY example)
         FROM unnest(examples) AS listed(example)
     ) AS sample
 FROM {joined}"""
-        params = {
-            **relation.params,
-            "sample_size": sample_size,
-            # as the decimal the steward wrote: 0.29 of 100 rows allows 29, not 28.999...
-            "max_null_fraction": str(self.max_null_fraction),
-        }
+        params = {**relation.params, "sample_size": sample_size}
         return CompiledQuery(sql=sql, params=params)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:

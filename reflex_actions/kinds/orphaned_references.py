@@ -70,7 +70,7 @@ class ReferentialIntegrityControl(Control):
         """The same check on a child that names its field differently (the parent's stays)."""
         return self.model_copy(update={"field": mapping.get(self.field, self.field)})
 
-    def allowed_violations(self) -> int:
+    def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:

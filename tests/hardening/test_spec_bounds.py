@@ -109,7 +109,7 @@ def test_numbers_in_specs_are_strict_and_bounded(text: str, field: str) -> None:
 
 def test_sane_numbers_still_parse() -> None:
     control = parse_control_yaml("type: uniqueness\nfield: id\nmax_duplicate_count: 1000000\n")
-    assert control.allowed_violations() == 1_000_000
+    assert control.allowed_violations(rows_scanned=0) == 1_000_000
 
 
 # --- on the lesson page -----------------------------------------------------------------------
@@ -150,8 +150,7 @@ def test_a_labels_file_with_a_yaml_bomb_is_refused_with_a_short_error(tmp_path: 
     history = tmp_path / "finance.payments"
     history.mkdir()
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n"
-        for i in range(8)
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
     )
     (history / "labels.yaml").write_text(bomb + "failures: [2026-09-09]\n")
     with pytest.raises(HistoryError, match="anchor or alias") as refused:

@@ -44,7 +44,7 @@ class RowCountMinControl(Control):
     def required_columns(self) -> list[str]:
         return []  # it counts rows, whatever their columns
 
-    def allowed_violations(self) -> int:
+    def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
