@@ -15,7 +15,7 @@ for the controls of another kind that snapshot counts as normal.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -113,6 +113,12 @@ class History:
             for snapshot, label in self.labels.items()
             if label.kind is None or label.kind == pattern
         }
+
+    def with_failures(self, snapshot_ids: list[str], incident: str) -> History:
+        """This history with these snapshots also labelled failures of ``incident`` (e.g. the
+        ones an incident's dates point at, which ``labels.yaml`` does not name)."""
+        added = {sid: FailureLabel(snapshot=sid, incident=incident) for sid in snapshot_ids}
+        return replace(self, labels={**added, **self.labels})
 
     def labels_without_snapshot(self) -> list[str]:
         """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""

@@ -19,7 +19,7 @@ from reflex_actions.handlers.lesson_store import (
     lesson_urn_for,
 )
 from reflex_actions.lessons.drafting import draft_lesson
-from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.facts import IncidentFacts, dated_failures
 from reflex_actions.lessons.model import IncidentText, RecurrenceResolution
 from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE, ROOT_CAUSE_STATUS
 
@@ -53,13 +53,16 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         resolution_note=after.status.message or "",
         affected_assets=tuple(after.entities),
     )
+    history = ctx.history_for(source.urn) if source else None
+    dated = dated_failures(history, text) if history else []
     facts = IncidentFacts(
         source=source,
-        history=ctx.history_for(source.urn) if source else None,
+        history=history.with_failures(dated, text.urn) if history else None,
         catalog=ctx.catalog,
         histories=ctx.history_for,
     )
     lesson = draft_lesson(lesson_urn, text, facts, ctx.proposer)
+    lesson.dated_failures = dated
     actor = ctx.config.service_actor
     # Workflow properties first, the term info last: a lesson is complete once its info exists,
     # so a crash in between is finished by the redelivered event.

@@ -84,6 +84,8 @@ def _backtest_section(
             if history is None:
                 without_history.append(urn)
                 continue
+            if urn == lesson.source_dataset and lesson.dated_failures:
+                history = history.with_failures(lesson.dated_failures, lesson.incident)
             histories[urn] = history
             if urn in mappings:
                 controls[history.dataset] = control.with_dataset_fields(mappings[urn])
@@ -105,4 +107,10 @@ def _backtest_section(
     scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}
     missing = [display_name(urn) for urn in scope if urn in without_history]
     note = f"\n\nNo history for: {markdown.escape(', '.join(missing))}." if missing else ""
+    if lesson.dated_failures and kind.estate_history is None:
+        dated = markdown.escape(", ".join(lesson.dated_failures))
+        note += (
+            f"\n\nLabelled as the incident's failure by its dates (labels.yaml names none of "
+            f"its snapshots): {dated}."
+        )
     return scope_summary(report, scoped, len(set(scope))) + render_markdown(report) + note

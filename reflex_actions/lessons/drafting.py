@@ -26,7 +26,7 @@ def draft_lesson(
     lesson_urn: str, text: IncidentText, facts: IncidentFacts, proposer: Proposer
 ) -> Lesson:
     draft, info = proposer.propose(text, facts)
-    problems = check_draft(draft, text, facts.source)
+    problems = check_draft(draft, text, facts.source, facts.catalog)
     return Lesson(
         urn=lesson_urn,
         incident=text.urn,

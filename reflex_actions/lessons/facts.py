@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.lessons.model import IncidentText
+
+#: an ISO date in an incident's words ("on 2026-09-14 the loader ...")
+_DATE = re.compile(r"(?<![\d-])\d{4}-\d{2}-\d{2}(?![\d-])")
 
 
 class FactReader(Protocol):
@@ -30,3 +35,19 @@ class IncidentFacts:
     history: History | None
     catalog: FactReader
     histories: HistoryLookup = field(default=lambda urn: None)
+
+
+def dated_failures(history: History, text: IncidentText) -> list[str]:
+    """The snapshots an incident's dates point at, when ``labels.yaml`` names none of its own:
+    those whose id is, or begins with, a date the incident's words say (``2026-09-14``,
+    ``2026-09-14T06``), and that no label names as another failure."""
+    if any(label.incident == text.urn for label in history.labels.values()):
+        return []
+    dates = set(_DATE.findall(" ".join(text.fields().values())))
+    return [
+        snapshot.snapshot_id
+        for snapshot in history.snapshots
+        if snapshot.snapshot_id[:10] in dates
+        and not snapshot.snapshot_id[10:11].isdigit()
+        and snapshot.snapshot_id not in history.labels
+    ]

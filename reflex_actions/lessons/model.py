@@ -158,6 +158,9 @@ class Lesson(BaseModel):
     #: the source's snapshots the control's parameters were learned from, and those held out
     #: (None when the kind learned nothing from the history); the backtest reports them apart
     learned_from: LearningSplit | None = None
+    #: the source's snapshots taken as the incident's failures because its dates point at them
+    #: (``labels.yaml`` names none of its own); its backtest labels them so too
+    dated_failures: list[str] = Field(default_factory=list)
     #: the proposal report (similar assets, backtest) in markdown, once backtested
     report: str = ""
     #: dataset urn -> control field -> that dataset's field, where names differ
