@@ -62,10 +62,12 @@ Text = Annotated[str, Strict(), StringConstraints(max_length=MAX_VALUE_CHARS)]
 
 #: A row's value as the text both controls compare ({column} is the quoted column).
 VALUE_AS_TEXT = "CAST({column} AS VARCHAR)"
-#: That text read as a number (NULL when it is not one). From the text, not the column: DuckDB
-#: prunes row groups by Parquet statistics, which leave NaNs out, so a filter on a DOUBLE column
-#: itself would never see a NaN row (outside every range); it cannot see through the text.
+#: That text read as a number (NULL when it is not one). Read from the text unless the column's
+#: type is known to read as the same number directly (:func:`number_of`): a FLOAT or DOUBLE
+#: column's Parquet statistics leave NaNs out and DuckDB prunes by them (duckdb/duckdb#25521),
+#: so a filter on such a column itself can miss a NaN row, which is outside every range.
 TEXT_AS_NUMBER = "TRY_CAST({text} AS DOUBLE)"
+COLUMN_AS_NUMBER = "TRY_CAST({column} AS DOUBLE)"
 
 
 #: DuckDB's integer types and the values they hold.
@@ -108,6 +110,16 @@ def native_number_type(column_type: str | None, bounds: list[int | float]) -> st
     return f"DECIMAL({precision},{scale})" if fits else None
 
 
+def number_of(column: str, text: str, column_type: str | None) -> str:
+    """A value as a number: the column cast directly where that is the number its text reads
+    as and no NaN can hide (text, integer and DECIMAL types), else its text read as one (cast
+    per row to text: a backtest, whose column types are unknown, pays that)."""
+    direct = column_type == "VARCHAR" or column_type in INTEGER_RANGES
+    if direct or DECIMAL_TYPE.fullmatch(column_type or ""):
+        return COLUMN_AS_NUMBER.format(column=column)
+    return TEXT_AS_NUMBER.format(text=text)
+
+
 class FieldValuesControl(Control):
     """A control judging each non-NULL value of one field; a violation is a row whose value is
     not allowed, and the sample lists the offending values with their row counts, most first."""
@@ -144,11 +156,11 @@ class FieldValuesControl(Control):
         sample, as a hand-written ``WHERE … GROUP BY`` does (a wide column is never grouped
         whole). The snapshot is read twice, never materialized."""
         column = quote_identifier(self.field)
-        template, params = self.offending(relation.types.get(self.field))
+        column_type = relation.types.get(self.field)
+        template, params = self.offending(column_type)
         text = VALUE_AS_TEXT.format(column=column)
-        condition = template.format(
-            text=text, number=TEXT_AS_NUMBER.format(text=text), column=column
-        )
+        number = number_of(column, text, column_type)
+        condition = template.format(text=text, number=number, column=column)
         part = quote_identifier(relation.partition_column) if relation.partition_column else ""
         by_partition = f"\nGROUP BY {part}" if part else ""
         joined = (
