@@ -66,6 +66,14 @@ def render_definition(lesson: Lesson, title: str) -> str:
     if lesson.control:
         readable = dump_control_yaml(parse_control_spec(lesson.control))
         lines += ["", "#### Control", code_block(readable, "yaml")]
+        if lesson.learned_from:
+            learned = lesson.learned_from
+            held = f"{escape(learned.dataset)} {_snapshots(learned.held_out)}"
+            lines += [
+                "",
+                f"Its parameters were learned from {_learned_line(learned)}; held out for the "
+                f"backtest: {held if learned.held_out else 'none'}.",
+            ]
     else:
         lines += ["", "No control proposed: set `reflex.controlSpec` to propose one."]
     if lesson.report:
@@ -165,9 +173,6 @@ def learning_section(report: BacktestReport, learned: LearningSplit | None) -> s
     for o in report.per_snapshot:
         if (o.dataset, o.snapshot_id) not in in_sample:
             held_out.setdefault(o.dataset, []).append(o.snapshot_id)
-    learned_line = f"{escape(learned.dataset)} {_snapshots(learned.normal)}"
-    if learned.failures:
-        learned_line += f" and the incident's {_snapshots(learned.failures)}"
     held_line = "; ".join(f"{escape(name)} {_snapshots(ids)}" for name, ids in held_out.items())
     lines = [
         "#### In-sample and held-out backtest",
@@ -182,12 +187,19 @@ def learning_section(report: BacktestReport, learned: LearningSplit | None) -> s
         _scores_row("in-sample (learned from)", scores.in_sample),
         _scores_row("held out", scores.held_out),
         "",
-        f"- learned from: {learned_line}",
+        f"- learned from: {_learned_line(learned)}",
         f"- held out: {held_line or 'none'}",
     ]
     if learned.note:
         lines += ["", f"In {escape(learned.dataset)}, {escape(learned.note)}."]
     return "\n".join(lines) + "\n\n"
+
+
+def _learned_line(learned: LearningSplit) -> str:
+    line = f"{escape(learned.dataset)} {_snapshots(learned.normal)}"
+    if learned.failures:
+        line += f" and the incident's {_snapshots(learned.failures)}"
+    return line
 
 
 def _scores_row(label: str, scores: Scores) -> str:

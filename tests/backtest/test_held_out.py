@@ -21,7 +21,7 @@ from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.llm import LlmConfig, LlmProposer
 from reflex_actions.lessons.model import IncidentText, Lesson, LessonDraft
-from reflex_actions.report.lesson_page import learning_section
+from reflex_actions.report.lesson_page import learning_section, render_definition
 from tests.conftest import write_snapshot
 from tests.similarity.estate import InMemoryCatalog
 
@@ -250,6 +250,14 @@ def test_the_section_says_when_nothing_could_be_held_out_and_escapes_names(
         "out." in section
     )
     assert "| held out | 0 | 0 | 0 | 0 | 0 | 0 | n/a (nothing was flagged) |" in section
+
+
+def test_the_drafted_lesson_page_says_which_snapshots_were_learned_from(tmp_path: Path) -> None:
+    page = render_definition(drafted(payments(tmp_path)), "Unknown currencies")
+    assert (
+        "Its parameters were learned from payments d1, d2, d3, d5 and the incident's d4; held "
+        "out for the backtest: payments d6, d7." in page
+    )
 
 
 def test_no_section_when_the_lesson_learned_nothing(tmp_path: Path) -> None:
