@@ -28,6 +28,10 @@ import pyarrow.parquet as pq
 import yaml
 
 from reflex_actions.demo.estate import DATASETS, USERS, Dataset, Owner
+from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
+from reflex_actions.kinds.invalid_values import INVALID_VALUES
+from reflex_actions.kinds.missing_values import MISSING_VALUES
+from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
 from reflex_actions.snapshots import SnapshotFormat
 
 Row = dict[str, Any]
@@ -511,7 +515,7 @@ def _lines_of_rolled_back_orders(rows: list[Row], load: DayLoad) -> list[Row]:
 
 def _retries(days: Mapping[date, str | None]) -> dict[date, Failure]:
     """Days whose load was retried non-idempotently, each with the incident that found it."""
-    return {day: Failure(_replay_batch, incident) for day, incident in days.items()}
+    return {day: Failure(_replay_batch, incident, DUPLICATE_ROWS) for day, incident in days.items()}
 
 
 #: The guest-checkout release of 2026-09-17 wrote orders (and so their invoices) without one.
@@ -551,11 +555,7 @@ HISTORIES: tuple[History, ...] = (
         "sales.orders",
         "parquet",
         _orders,
-        {
-            MISSING_CUSTOMER_DAY: Failure(
-                _guests_without_customer, ORDERS_INCIDENT, "missing_values"
-            )
-        },
+        {MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, ORDERS_INCIDENT, MISSING_VALUES)},
     ),
     History(
         "sales.order_lines",
@@ -563,7 +563,7 @@ HISTORIES: tuple[History, ...] = (
         _order_lines,
         {
             NEGATIVE_QUANTITY_DAY: Failure(
-                _removed_items_as_lines, ORDER_LINES_INCIDENT, "invalid_values"
+                _removed_items_as_lines, ORDER_LINES_INCIDENT, INVALID_VALUES
             )
         },
     ),
@@ -572,9 +572,9 @@ HISTORIES: tuple[History, ...] = (
         "parquet",
         _invoices,
         {
-            MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, kind="missing_values"),
+            MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, kind=MISSING_VALUES),
             ROLLED_BACK_DAY: Failure(
-                _invoices_of_rolled_back_orders, INVOICES_INCIDENT, "orphaned_references"
+                _invoices_of_rolled_back_orders, INVOICES_INCIDENT, ORPHANED_REFERENCES
             ),
         },
     ),

@@ -14,7 +14,7 @@ from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.report import markdown
 from reflex_actions.report.backtest import render_markdown
-from reflex_actions.report.lesson_page import proposal_report, scope_summary
+from reflex_actions.report.lesson_page import learning_section, proposal_report, scope_summary
 from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import SHOWN_RELATION
 from reflex_actions.vocabulary import APPROVAL, SCOPE, display_name
@@ -113,4 +113,9 @@ def _backtest_section(
             f"\n\nLabelled as the incident's failure by its dates (labels.yaml names none of "
             f"its snapshots): {dated}."
         )
-    return scope_summary(report, scoped, len(set(scope))) + render_markdown(report) + note
+    return (
+        scope_summary(report, scoped, len(set(scope)))
+        + learning_section(report, lesson.learned_from)
+        + render_markdown(report)
+        + note
+    )
