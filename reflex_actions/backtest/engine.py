@@ -6,6 +6,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -107,7 +108,10 @@ def _backtest_history(
     target = control.referenced()
     checked_against: dict[str, str] = {}  # child snapshot id -> the parent snapshot it paired
     if target is None:
-        raw = _evaluate(con, control, evaluable, sample_size, history.dataset, progress, unusable)
+        shared = _shared_types(control, [types[s.snapshot_id] for s in evaluable])
+        raw = _evaluate(
+            con, control, evaluable, shared, sample_size, history.dataset, progress, unusable
+        )
     elif (parent := references.get(target.dataset)) is not None:
         raw, checked_against = _evaluate_against_parent(
             con, control, evaluable, types, sample_size, parent, unusable
@@ -148,10 +152,22 @@ def _backtest_history(
     return dataset, outcomes
 
 
+def _shared_types(control: Control, types: list[dict[str, str]]) -> dict[str, str]:
+    """The control's columns whose type is the same in every snapshot (a control may then
+    compare them in that type, as it does on one snapshot)."""
+    shared = {}
+    for name in control.required_columns():
+        found = {snapshot_types.get(name) for snapshot_types in types}
+        if len(found) == 1 and None not in found:
+            shared[name] = found.pop()
+    return shared
+
+
 def _evaluate(
     con: duckdb.DuckDBPyConnection,
     control: Control,
     snapshots: list[SnapshotFile],
+    types: dict[str, str],
     sample_size: int,
     dataset: str,
     progress: ProgressCallback | None,
@@ -165,12 +181,14 @@ def _evaluate(
     if not snapshots:
         return {}
     try:
-        return _run_partitioned(con, control, snapshots, sample_size, dataset, progress)
+        return _run_partitioned(con, control, snapshots, types, sample_size, dataset, progress)
     except duckdb.Error:
         results: dict[str, RawRow] = {}
         for snapshot in snapshots:
             try:
-                results |= _run_partitioned(con, control, [snapshot], sample_size, dataset, None)
+                results |= _run_partitioned(
+                    con, control, [snapshot], types, sample_size, dataset, None
+                )
             except duckdb.Error as error:
                 unusable[snapshot.snapshot_id] = (
                     f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
@@ -222,11 +240,13 @@ def _run_partitioned(
     con: duckdb.DuckDBPyConnection,
     control: Control,
     snapshots: list[SnapshotFile],
+    types: dict[str, str],
     sample_size: int,
     dataset: str,
     progress: ProgressCallback | None,
 ) -> dict[str, RawRow]:
-    query = control.compile(files_relation(snapshots, control.required_columns()), sample_size)
+    relation = replace(files_relation(snapshots, control.required_columns()), types=types)
+    query = control.compile(relation, sample_size)
     rows = _execute(con, query.sql, query.params, dataset, progress)
     by_path = {path: (scanned, violations, sample) for path, scanned, violations, sample in rows}
     results = {s.snapshot_id: by_path[s.read_path] for s in snapshots if s.read_path in by_path}
@@ -234,7 +254,7 @@ def _run_partitioned(
     # to say (a row count says yes), so it is evaluated alone, as a landing run would.
     for snapshot in snapshots:
         if snapshot.read_path not in by_path:
-            alone = control.compile(snapshot.relation(), sample_size)
+            alone = control.compile(snapshot.relation(types=types), sample_size)
             results[snapshot.snapshot_id] = con.execute(alone.sql, alone.params).fetchone()
     return results
 
