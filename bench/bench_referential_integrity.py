@@ -24,7 +24,9 @@ natively) and the parent as CSV (read as text: Reflex compares the child's value
 text). Approaches per variant: Reflex (``run_control`` with the parent as the given reference:
 DESCRIBE of both files included), five hand-written DuckDB forms (count then sample; one
 ANTI JOIN + GROUP BY returning every missing id; the same with the total as a window and
-``LIMIT 5``; NOT EXISTS; NOT IN), the fastest of which is the reference, and polars (lazy
+``LIMIT 5``; NOT EXISTS; NOT IN; and, for the CSV parent, NOT IN against the parent's text
+cast once to BIGINT where it is the number's own text, which matches exactly what comparing
+texts matches), the fastest of which is the reference, and polars (lazy
 ``scan_parquet`` / ``scan_csv``, anti join, group, sort). Every approach must find the planted
 number of orphaned rows and the same 5 worst row counts.
 
