@@ -74,9 +74,11 @@ class ReferentialIntegrityControl(Control):
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """An anti-join of the child's non-NULL values against the parent's (a NULL equals
-        nothing, so it never matches); one snapshot at a time, as each child snapshot has its
-        own parent snapshot."""
+        """The child's non-NULL values absent from the parent's (a NULL equals nothing, so it
+        never matches); one snapshot at a time, as each child snapshot has its own parent
+        snapshot. Values of one type are anti-joined natively; otherwise the parent's values
+        are read in the child's type where that has one text form (so the comparison is the
+        text comparison, without casting every child row), else both compare as text."""
         parent = relation.reference
         if parent is None or relation.partition_column:
             raise ControlSpecError(
@@ -86,9 +88,14 @@ class ReferentialIntegrityControl(Control):
         child_column = "child." + quote_identifier(self.field)
         parent_column = "parent." + quote_identifier(self.references.field)
         child_type = relation.types.get(self.field)
-        native = child_type is not None and child_type == parent.types.get(self.references.field)
-        child_value = child_column if native else f"CAST({child_column} AS VARCHAR)"
-        parent_value = parent_column if native else f"CAST({parent_column} AS VARCHAR)"
+        parent_type = parent.types.get(self.references.field)
+        if child_type is not None and child_type == parent_type:
+            absent = f"ANTI JOIN parent ON {child_column} = {parent_column}"
+            value, condition = child_column, f"{child_column} IS NOT NULL"
+        else:
+            value, parent_values = _compared_values(child_column, parent_column, child_type)
+            absent = ""
+            condition = f"{child_column} IS NOT NULL\n        AND {value} NOT IN ({parent_values})"
         sql = f"""WITH snapshot AS (
 {indent(relation.sql)}
 ),
@@ -96,17 +103,16 @@ parent AS (
 {indent(parent.sql)}
 ),
 orphans AS (
-    SELECT {child_value} AS value, count(*) AS occurrences
-    FROM snapshot AS child
-    ANTI JOIN parent ON {child_value} = {parent_value}
-    WHERE {child_column} IS NOT NULL
+    SELECT CAST({value} AS VARCHAR) AS value, count(*) AS occurrences
+    FROM snapshot AS child{(chr(10) + "    " + absent) if absent else ""}
+    WHERE {condition}
     GROUP BY ALL
 )
 SELECT
     (SELECT count(*) FROM snapshot)::BIGINT AS rows_scanned,
     (SELECT coalesce(sum(occurrences), 0) FROM orphans)::BIGINT AS violation_count,
-    (SELECT (list(row(CAST(value AS VARCHAR), occurrences) ORDER BY occurrences DESC, value))
-        [1:$sample_size] FROM orphans) AS sample"""
+    (SELECT (list(row(value, occurrences) ORDER BY occurrences DESC, value))[1:$sample_size]
+        FROM orphans) AS sample"""
         params = {**relation.params, **parent.params, "sample_size": sample_size}
         return CompiledQuery(sql=sql, params=params)
 
@@ -119,6 +125,25 @@ SELECT
             f"every {self.field} exists in {self.references.field} of "
             f"{display_name(self.references.dataset)}"
         )
+
+
+#: DuckDB types whose values have exactly one text form: a parent's text value that reads as
+#: one of them and prints back the same is the same value as that text, so the comparison can
+#: run in the child's type. Only these names are ever written into SQL.
+ONE_TEXT_FORM = re.compile(
+    r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|"
+    r"DECIMAL\(\d{1,2},\d{1,2}\)|DATE|TIMESTAMP|UUID|BOOLEAN)"
+)
+
+
+def _compared_values(child: str, parent: str, child_type: str | None) -> tuple[str, str]:
+    """For columns of different types: the child's value as compared, and the subquery of the
+    parent's values it must be among (no NULLs in it, so NOT IN is exact)."""
+    as_text = f"CAST({parent} AS VARCHAR)"
+    if child_type is not None and ONE_TEXT_FORM.fullmatch(child_type):
+        typed = f"TRY_CAST({as_text} AS {child_type})"
+        return child, f"SELECT {typed} FROM parent WHERE CAST({typed} AS VARCHAR) = {as_text}"
+    return f"CAST({child} AS VARCHAR)", f"SELECT {as_text} FROM parent WHERE {parent} IS NOT NULL"
 
 
 # --- evidence ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ catalog, and finds similar children downstream of the same parent."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any, ClassVar
@@ -221,8 +222,6 @@ def test_a_null_in_the_parent_matches_nothing_and_a_null_child_is_no_orphan(tmp_
 
 def test_a_parent_of_another_type_compares_by_text(tmp_path: Path) -> None:
     """A date parent and an integer child share no value's text: every non-NULL child orphans."""
-    import datetime
-
     child = [{"order_id": 1}, {"order_id": 2}, {"order_id": None}]
     parent = [{"order_id": datetime.date(2026, 1, 1)}]
     result = checked(tmp_path, child, parent)
@@ -703,3 +702,28 @@ def test_an_llm_reference_is_validated_against_the_catalog(
     ]
     refusal = script.calls[1][-1]["content"]
     assert "shop.public.gone,PROD)' is not in the catalog" in refusal
+
+
+@pytest.mark.parametrize(
+    ("child", "parent", "orphans"),
+    [
+        # a typed child against a text parent: read in the child's type only where the text
+        # is that value's one spelling, so '007', ' 8' and '12.0' match nothing
+        ([1, 7, 8, 12, None], ["1", "007", " 8", "12.0", "abc", None], ["12", "7", "8"]),
+        (
+            [datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)],
+            ["2026-01-01", "2026-1-2"],
+            ["2026-01-02"],
+        ),
+        ([1.5, 2.0], ["1.5", "2"], ["2.0"]),  # a float has no one spelling: text compares
+    ],
+)
+def test_a_typed_child_against_a_text_parent_compares_as_text(
+    tmp_path: Path, child: list[Any], parent: list[Any], orphans: list[str]
+) -> None:
+    child_path = write_snapshot(tmp_path / "child.parquet", [{"order_id": v} for v in child])
+    parent_path = write_snapshot(tmp_path / "parent.csv", [{"order_id": v} for v in parent])
+    reference = ReferenceSnapshot(SnapshotFile.from_path(parent_path), "given")
+    result = run_control(parse_control_spec(spec()), child_path, reference=reference)
+    assert sorted(row["missing_parent_value"] for row in result.sample) == orphans
+    assert result.violation_count == len(orphans)
