@@ -96,10 +96,10 @@ class ReferentialIntegrityControl(Control):
             value, parent_values = _compared_values(child_column, parent_column, child_type)
             absent = ""
             condition = f"{child_column} IS NOT NULL\n        AND {value} NOT IN ({parent_values})"
-        sql = f"""WITH snapshot AS (
+        sql = f"""WITH snapshot AS NOT MATERIALIZED (
 {indent(relation.sql)}
 ),
-parent AS (
+parent AS NOT MATERIALIZED (
 {indent(parent.sql)}
 ),
 orphans AS (
