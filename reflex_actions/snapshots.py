@@ -149,7 +149,10 @@ class SnapshotFile:
 
     def _check_reads_only_itself(self, connection: duckdb.DuckDBPyConnection) -> None:
         """The files DuckDB expands :attr:`pattern` to must be exactly :attr:`read_path` (e.g. a
-        path with both a backslash and a glob character cannot be matched exactly)."""
+        path with both a backslash and a glob character cannot be matched exactly). A path
+        without glob characters is read as it is: nothing to check."""
+        if not GLOB_CHARACTERS.search(self.read_path):
+            return
         matched = connection.execute("SELECT file FROM glob($pattern)", {"pattern": self.pattern})
         files = [file for (file,) in matched.fetchall()]
         if files != [self.read_path]:
