@@ -126,9 +126,7 @@ def test_invalid_values_closes_its_loop_on_the_returns(invalid_values: ScenarioR
     # every normal line orders 1 to 10 units: the readable range is 0 to 10
     assert lesson.control == {"type": "value_range", "field": "quantity", "min": 0, "max": 10}
     # the bounds were learned from the earlier 20 normal days: the page scores them apart
-    assert (
-        "| in-sample (learned from) | 21 | 1 | 0 | 20 | 0 | 0 | 100% | 100% |" in lesson.report
-    )
+    assert "| in-sample (learned from) | 21 | 1 | 0 | 20 | 0 | 0 | 100% | 100% |" in lesson.report
     assert (
         "- learned from: sales.order_lines 20 snapshots 2026-09-01 … 2026-09-20 and the "
         "incident's 2026-09-24" in lesson.report
