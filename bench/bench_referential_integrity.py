@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_row_kinds import REFLEX_TARGET, print_figures
 from bench_uniqueness import cached_snapshot, load_average, max_rss_mb, run_stats, spawn
 from machine import machine_info
 
@@ -63,7 +64,7 @@ ORPHAN_EVERY = 1000  # order_id points at a deleted order where line_id % ORPHAN
 ORPHAN_AT = 500
 SAMPLE_SIZE = 5
 GENERATOR_VERSION = 1  # bump when the generated data changes, to invalidate the cache
-REFLEX_TARGET = 1.2  # Reflex at most this many times the fastest hand-written DuckDB query
+
 VARIANTS = ("parquet", "csv")  # the parent's format; the child is always Parquet
 LOCK_PATH = Path("/tmp/reflex-bench.lock")
 QUIET_LOAD = 1.0  # 1-minute load average under which the 2-core machine counts as quiet
@@ -491,35 +492,12 @@ def print_table(result: dict[str, Any]) -> None:
         f"\nreferential_integrity on {result['rows']:,} child rows against "
         f"{result['parent_rows']:,} parent rows, {result['repeat']} fresh-process runs"
     )
-    header = ("median s", "best s", "cpu s", "peak RSS MB", "base RSS MB")
     for variant, figures in result["variants"].items():
         print(
             f"\nparent as {variant}: {figures['orphans']:,} orphaned rows, "
             f"worst missing ids {figures['sample_occurrences']}"
         )
-        print(f"{'approach':<28}" + "".join(f"{column:>12}" for column in header))
-        for name in figures["median_seconds"]:
-            cells = (
-                f"{figures['median_seconds'][name]:.3f}",
-                f"{figures['best_seconds'][name]:.3f}",
-                f"{figures['median_cpu_seconds'][name]:.3f}",
-                figures["peak_rss_mb"][name],
-                figures["baseline_rss_mb"][name],
-            )
-            print(f"{name:<28}" + "".join(f"{cell:>12}" for cell in cells))
-        ratios = figures["ratios"]
-        for label, key in (
-            (f"reflex / {figures['hand_duckdb_query']}", "reflex_vs_hand_duckdb"),
-            ("polars / reflex", "polars_vs_reflex"),
-        ):
-            print(
-                f"{label}: {ratios[key]:.2f}x median, {ratios[key + '_best']:.2f}x best, "
-                f"{ratios[key + '_cpu']:.2f}x cpu"
-            )
-        met = figures[f"reflex_within_{REFLEX_TARGET:g}x_of_hand_duckdb"]
-        print(
-            f"target reflex within {REFLEX_TARGET:g}x (median wall): {'met' if met else 'MISSED'}"
-        )
+        print_figures(figures, digits=3)
     load, cores = result["load_average"], result["machine"]["nproc"] or 1
     print(f"\nload average {load} on {cores} cores")
     if max(load["before"], load["after"], *load["rounds"]) > cores / 2:

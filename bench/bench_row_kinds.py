@@ -360,33 +360,38 @@ def benchmark(path: Path, rows: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def print_figures(figures: dict[str, Any], digits: int = 2) -> None:
+    """One control's (or variant's) table of approaches, its ratios and its verdict."""
+    header = ("median s", "best s", "cpu s", "peak RSS MB", "base RSS MB")
+    print(f"{'approach':<28}" + "".join(f"{column:>12}" for column in header))
+    for name in figures["median_seconds"]:
+        cells = (
+            f"{figures['median_seconds'][name]:.{digits}f}",
+            f"{figures['best_seconds'][name]:.{digits}f}",
+            f"{figures['median_cpu_seconds'][name]:.{digits}f}",
+            figures["peak_rss_mb"][name],
+            figures["baseline_rss_mb"][name],
+        )
+        print(f"{name:<28}" + "".join(f"{cell:>12}" for cell in cells))
+    ratios = figures["ratios"]
+    for label, key in (
+        (f"reflex / {figures['hand_duckdb_query']}", "reflex_vs_hand_duckdb"),
+        ("polars / reflex", "polars_vs_reflex"),
+    ):
+        print(
+            f"{label}: {ratios[key]:.2f}x median, {ratios[key + '_best']:.2f}x best, "
+            f"{ratios[key + '_cpu']:.2f}x cpu"
+        )
+    met = figures[f"reflex_within_{REFLEX_TARGET:g}x_of_hand_duckdb"]
+    verdict = "met" if met else "MISSED"
+    print(f"target reflex within {REFLEX_TARGET:g}x (median wall): {verdict}")
+
+
 def print_table(result: dict[str, Any]) -> None:
     print(f"\nrow-level controls on {result['rows']:,} rows, {result['repeat']} fresh-process runs")
-    header = ("median s", "best s", "cpu s", "peak RSS MB", "base RSS MB")
     for control, figures in result["controls"].items():
         print(f"\n{control}: {figures['violations']:,} violations")
-        print(f"{'approach':<28}" + "".join(f"{column:>12}" for column in header))
-        for name in figures["median_seconds"]:
-            cells = (
-                f"{figures['median_seconds'][name]:.2f}",
-                f"{figures['best_seconds'][name]:.2f}",
-                f"{figures['median_cpu_seconds'][name]:.2f}",
-                figures["peak_rss_mb"][name],
-                figures["baseline_rss_mb"][name],
-            )
-            print(f"{name:<28}" + "".join(f"{cell:>12}" for cell in cells))
-        ratios = figures["ratios"]
-        for label, key in (
-            (f"reflex / {figures['hand_duckdb_query']}", "reflex_vs_hand_duckdb"),
-            ("polars / reflex", "polars_vs_reflex"),
-        ):
-            print(
-                f"{label}: {ratios[key]:.2f}x median, {ratios[key + '_best']:.2f}x best, "
-                f"{ratios[key + '_cpu']:.2f}x cpu"
-            )
-        met = figures[f"reflex_within_{REFLEX_TARGET:g}x_of_hand_duckdb"]
-        verdict = "met" if met else "MISSED"
-        print(f"target reflex within {REFLEX_TARGET:g}x (median wall): {verdict}")
+        print_figures(figures)
     load, cores = result["load_average"], result["machine"]["nproc"] or 1
     print(f"\nload average {load} on {cores} cores")
     if max(load.values()) > cores / 2:

@@ -390,9 +390,9 @@ def _paid(orders: list[Row]) -> list[Row]:
     return [order for order in orders if order["status"] == "paid"]
 
 
-def _invoices(load: DayLoad) -> list[Row]:
-    """One invoice per paid order, billed to the order's customer."""
-    paid = _paid(load.orders)
+def _invoices_for(orders: list[Row], load: DayLoad, first: int = 0) -> list[Row]:
+    """An invoice for each of ``orders``, billed to its customer, numbered from ``first``."""
+    ids = _ids("SI", load.day, first + len(orders))[first:]
     return [
         {
             "invoice_id": invoice_id,
@@ -402,8 +402,13 @@ def _invoices(load: DayLoad) -> list[Row]:
             "amount_minor": _order_total(order),
             "issued_at": _later(order["ordered_at"], load.rng, 5, 120),
         }
-        for invoice_id, order in zip(_ids("SI", load.day, len(paid)), paid, strict=True)
+        for invoice_id, order in zip(ids, orders, strict=True)
     ]
+
+
+def _invoices(load: DayLoad) -> list[Row]:
+    """One invoice per paid order."""
+    return _invoices_for(_paid(load.orders), load)
 
 
 def _returns(load: DayLoad) -> list[Row]:
@@ -489,19 +494,7 @@ def _rolled_back_orders(load: DayLoad, share: float) -> list[Row]:
 
 def _invoices_of_rolled_back_orders(rows: list[Row], load: DayLoad) -> list[Row]:
     """Billing read a stale replica and invoiced orders checkout had rolled back."""
-    rolled_back = _rolled_back_orders(load, 0.06)
-    ids = _ids("SI", load.day, len(rows) + len(rolled_back))[len(rows) :]
-    return rows + [
-        {
-            "invoice_id": invoice_id,
-            "order_id": order["order_id"],
-            "customer_id": order["customer_id"],
-            "currency_code": order["currency_code"],
-            "amount_minor": _order_total(order),
-            "issued_at": _later(order["ordered_at"], load.rng, 5, 120),
-        }
-        for invoice_id, order in zip(ids, rolled_back, strict=True)
-    ]
+    return rows + _invoices_for(_rolled_back_orders(load, 0.06), load, first=len(rows))
 
 
 def _lines_of_rolled_back_orders(rows: list[Row], load: DayLoad) -> list[Row]:

@@ -67,6 +67,9 @@ class LessonKind(ABC):
     #: the folder (under ``histories.root``) of one estate-wide history its backtest runs on
     #: (e.g. ownership snapshots); None: each candidate is backtested on its own history
     estate_history: ClassVar[str | None] = None
+    #: whether the schema signals weigh keys (a uniqueness lesson cares whether a field is a
+    #: key; the values a field may hold, or what it references, do not depend on it)
+    key_signals: ClassVar[bool] = True
 
     # --- drafting --------------------------------------------------------------------------------
     @abstractmethod
@@ -134,7 +137,8 @@ class LessonKind(ABC):
             source_fields(source, query.control.dataset_fields()), candidate, config
         )
         mapping = {m.source.name: m.target.name for m in matches if m.source.name != m.target.name}
-        return schema_signals(source, candidate, matches, relation, config), mapping
+        signals = schema_signals(source, candidate, matches, relation, config, self.key_signals)
+        return signals, mapping
 
     def not_yet_covered_weight(self, config: SimilarityConfig) -> float:
         return config.schema_weights.not_yet_covered

@@ -27,17 +27,14 @@ from pydantic import Field, Strict, StringConstraints, field_validator, model_va
 
 from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
 from reflex_actions.bounded import excerpt
-from reflex_actions.catalog.models import DatasetContext, FieldInfo
+from reflex_actions.catalog.models import FieldInfo
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import validate_column_name
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.similarity.config import SimilarityConfig
-from reflex_actions.similarity.lineage import Relation as LineageRelation
-from reflex_actions.similarity.models import Signal, SimilarityQuery
 from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 from reflex_actions.vocabulary import display_name
@@ -486,32 +483,15 @@ RANGE_WORDS = re.compile(
 )
 
 
-#: schema signals about keys (see ``schema_signals``), which values do not depend on
-KEY_SIGNALS = {"key_match", "not_a_key"}
-
-
 class InvalidValuesKind(LessonKind):
     pattern = INVALID_VALUES
     title = "Values outside what a field may hold"
     controls = (AcceptedValuesControl, ValueRangeControl)
     triggers = frozenset({Trigger.LANDED_DATA})
+    key_signals = False  # whether a field is a key says nothing about the values it may hold
 
     def words(self, text: IncidentText) -> list[Evidence]:
         return quotes(text, INVALID_WORDS)
-
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: LineageRelation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
-        """The schema signals without the key ones: whether a field is a key says nothing
-        about the values it may hold."""
-        signals, mapping = super().signals(query, source, candidate, relation, status_of, config)
-        return [s for s in signals if s.name not in KEY_SIGNALS], mapping
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

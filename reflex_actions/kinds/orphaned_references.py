@@ -260,6 +260,7 @@ class OrphanedReferencesKind(LessonKind):
     title = "Rows pointing at parents that do not exist"
     controls = (ReferentialIntegrityControl,)
     triggers = frozenset({Trigger.LANDED_DATA})
+    key_signals = False  # a child's reference is rarely its key, and need not be
 
     def words(self, text: IncidentText) -> list[Evidence]:
         return quotes(text, ORPHAN_WORDS)
@@ -391,16 +392,15 @@ class OrphanedReferencesKind(LessonKind):
         status_of: StatusOf,
         config: SimilarityConfig,
     ) -> tuple[list[Signal], dict[str, str]]:
-        """The schema signals (without keys: a child's reference is rarely its key), for a
-        candidate whose values can be checked against the same parent."""
+        """The schema signals, for a candidate whose values can be checked against the same
+        parent."""
         target = query.control.referenced()
         if target is not None and candidate.urn == target.dataset:
             raise Excluded("it is the dataset the control references")
         if not isinstance(relation, ParentLineage):
             parent = display_name(target.dataset) if target else "the parent"
             raise Excluded(f"not downstream of {parent}: its values have no parent to check")
-        signals, mapping = super().signals(query, source, candidate, relation, status_of, config)
-        return [s for s in signals if s.name not in ("key_match", "not_a_key")], mapping
+        return super().signals(query, source, candidate, relation, status_of, config)
 
 
 def _named_in(urn: str, words: str) -> bool:

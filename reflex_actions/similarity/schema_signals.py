@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
-from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.similarity.config import SchemaWeights, SimilarityConfig
 from reflex_actions.similarity.fields import FieldMatch, describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation
 from reflex_actions.similarity.models import Excluded, Signal, shared_domain
@@ -33,13 +33,33 @@ def matched_fields(
     return matches
 
 
+def _key_signal(matches: list[FieldMatch], weights: SchemaWeights) -> Signal:
+    """Whether the matched fields are a key in the candidate too (repeats may be legitimate
+    where they are not)."""
+    if all(m.target.is_key for m in matches):
+        return Signal(
+            name="key_match",
+            contribution=weights.key_match,
+            reason="the same field(s) are a key here too",
+        )
+    not_keys = ", ".join(m.target.name for m in matches if not m.target.is_key)
+    return Signal(
+        name="not_a_key",
+        contribution=weights.not_a_key,
+        reason=f"{not_keys} is not a key here: repeated values may be legitimate",
+    )
+
+
 def schema_signals(
     source: DatasetContext,
     candidate: DatasetContext,
     matches: list[FieldMatch],
     relation: Relation | None,
     config: SimilarityConfig,
+    keys: bool = True,
 ) -> list[Signal]:
+    """Domain, schema match, (with ``keys``) whether the fields are keys here too, lineage and
+    platform."""
     weights = config.schema_weights
     signals: list[Signal] = []
     signals += shared_domain(source, candidate, weights.shared_domain)
@@ -57,23 +77,8 @@ def schema_signals(
                 reason=f"has {'; '.join(parts)} like the source",
             )
         )
-        if all(m.target.is_key for m in matches):
-            signals.append(
-                Signal(
-                    name="key_match",
-                    contribution=weights.key_match,
-                    reason="the same field(s) are a key here too",
-                )
-            )
-        else:
-            not_keys = ", ".join(m.target.name for m in matches if not m.target.is_key)
-            signals.append(
-                Signal(
-                    name="not_a_key",
-                    contribution=weights.not_a_key,
-                    reason=f"{not_keys} is not a key here: repeated values may be legitimate",
-                )
-            )
+        if keys:
+            signals.append(_key_signal(matches, weights))
     if relation is not None:
         signals.append(
             Signal(
