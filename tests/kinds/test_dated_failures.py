@@ -5,21 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from reflex_actions.backtest import load_history
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.steward import resolve_incident
-from reflex_actions.demo.estate import DATASETS, dataset_urn
-from reflex_actions.demo.history import arrow_schema
+from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.lessons.facts import dated_failures
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 from tests.conftest import write_snapshot
-from tests.loop.store import active_incident
+from tests.loop.store import active_incident, write_estate_snapshot
 
 INCIDENT = "urn:li:incident:orders-null-customer"
 ORDERS = dataset_urn("sales.orders")
@@ -48,17 +44,8 @@ def test_the_dates_of_the_words_name_snapshots_unless_a_label_names_the_incident
 
 
 def write_customers(path: Path, customers: list[str | None]) -> None:
-    schema = arrow_schema(DATASETS["sales.orders"])
-    columns = [
-        pa.array(customers, field.type)
-        if field.name == "customer_id"
-        else pa.array([f"o{i}" for i in range(len(customers))], field.type)
-        if field.name == "order_id"
-        else pa.nulls(len(customers), field.type)
-        for field in schema
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_arrays(columns, schema=schema), path)
+    order_ids = [f"o{i}" for i in range(len(customers))]
+    write_estate_snapshot(path, "sales.orders", {"customer_id": customers, "order_id": order_ids})
 
 
 def test_an_unlabelled_history_is_read_by_the_incidents_date(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import parse_control_spec
-from reflex_actions.demo.estate import DATASETS, dataset_urn
-from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
+from reflex_actions.demo.estate import dataset_urn
+from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
 from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.executor import run_control
@@ -37,7 +37,14 @@ from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
-from tests.loop.store import active_incident, incidents_b, land, store_of, stored_lesson
+from tests.loop.store import (
+    active_incident,
+    incidents_b,
+    land,
+    store_of,
+    stored_lesson,
+    write_estate_snapshot,
+)
 from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
@@ -478,16 +485,7 @@ CURRENCY_HISTORIES = {
 
 def write_currencies(path: Path, dataset: str, currencies: list[str | None]) -> Path:
     """A snapshot of ``dataset`` with its estate schema: these currencies, NULL elsewhere."""
-    schema = arrow_schema(DATASETS[dataset])
-    columns = [
-        pa.array(currencies, field.type)
-        if field.name == "currency"
-        else pa.nulls(len(currencies), field.type)
-        for field in schema
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_arrays(columns, schema=schema), path)
-    return path
+    return write_estate_snapshot(path, dataset, {"currency": currencies})
 
 
 def currency_incident() -> MetadataChangeProposalWrapper:

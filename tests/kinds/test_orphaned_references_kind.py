@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -23,8 +21,8 @@ from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
-from reflex_actions.demo.estate import DATASETS, dataset_urn
-from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
+from reflex_actions.demo.estate import dataset_urn
+from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
 from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
@@ -50,6 +48,7 @@ from tests.loop.store import (
     land,
     store_of,
     stored_lesson,
+    write_estate_snapshot,
 )
 from tests.similarity.estate import InMemoryCatalog
 
@@ -532,16 +531,7 @@ ORDER_HISTORIES: dict[str, dict[str, list[str | None]]] = {
 
 def write_order_ids(path: Path, name: str, order_ids: list[str | None]) -> Path:
     """A snapshot of estate dataset ``name`` with these order ids, NULL elsewhere."""
-    schema = arrow_schema(DATASETS[name])
-    columns = [
-        pa.array(order_ids, field.type)
-        if field.name == "order_id"
-        else pa.nulls(len(order_ids), field.type)
-        for field in schema
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_arrays(columns, schema=schema), path)
-    return path
+    return write_estate_snapshot(path, name, {"order_id": order_ids})
 
 
 def resolved_orphan_incident(workdir: Path) -> Demo:

@@ -168,3 +168,25 @@ def active_incident(
             created=stamp,
         ),
     )
+
+
+def write_estate_snapshot(path: Path, dataset: str, values: dict[str, list[Any]]) -> Path:
+    """A snapshot of estate dataset ``dataset`` in its own schema: these columns' values, NULL
+    in every other column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reflex_actions.demo.estate import DATASETS
+    from reflex_actions.demo.history import arrow_schema
+
+    schema = arrow_schema(DATASETS[dataset])
+    rows = len(next(iter(values.values())))
+    columns = [
+        pa.array(values[field.name], field.type)
+        if field.name in values
+        else pa.nulls(rows, field.type)
+        for field in schema
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_arrays(columns, schema=schema), path)
+    return path
