@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import importlib
 import json
 import tempfile
 import time
@@ -52,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_row_kinds import REFLEX_TARGET, print_figures
-from bench_uniqueness import cached_snapshot, load_average, max_rss_mb, run_stats, spawn
+from bench_row_kinds import REFLEX_TARGET, print_figures, timed_run
+from bench_uniqueness import cached_snapshot, load_average, run_stats, spawn
 from machine import machine_info
 
 ORDERS_PER_LINE = 10  # the parent has one order per this many child rows
@@ -355,23 +354,8 @@ RUNS = [
 def worker(run_name: str, child: Path) -> dict[str, Any]:
     """Run one approach on one variant once in this (fresh) process; report time and memory."""
     variant, name = run_name.split("/")
-    approach = APPROACHES[name]
-    for module in approach.modules:
-        importlib.import_module(module)
-    run = approach.make(variant)
-    baseline_rss = max_rss_mb()
-    wall, cpu = time.perf_counter(), time.process_time()
-    orphans, sample = run(child)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {
-        "run": run_name,
-        "orphans": orphans,
-        "sample": sample,
-        "seconds": wall,
-        "cpu_seconds": cpu,
-        "baseline_rss_mb": baseline_rss,
-        "peak_rss_mb": max_rss_mb(),
-    }
+    (orphans, sample), measured = timed_run(APPROACHES[name], variant, child)
+    return {"run": run_name, "orphans": orphans, "sample": sample, **measured}
 
 
 @contextlib.contextmanager

@@ -258,26 +258,29 @@ RUNS = [f"{control}/{name}" for control in CONTROLS for name in APPROACHES]
 # --- measuring ----------------------------------------------------------------------------------
 
 
-def worker(run_name: str, path: Path) -> dict[str, Any]:
-    """Run one approach on one control once in this (fresh) process; report time and memory."""
-    control, name = run_name.split("/")
-    approach = APPROACHES[name]
+def timed_run(approach: Any, case: str, path: Path) -> tuple[Any, dict[str, float]]:
+    """Run ``approach`` (its ``modules`` imported first, off the clock) on ``case`` once in
+    this fresh process: its answer, and the wall and CPU time and memory it took."""
     for module in approach.modules:
         importlib.import_module(module)
-    run = approach.make(control)
+    run = approach.make(case)
     baseline_rss = max_rss_mb()
     wall, cpu = time.perf_counter(), time.process_time()
-    violations, sampled = run(path)
+    answer = run(path)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {
-        "run": run_name,
-        "violations": violations,
-        "sampled": sampled,
+    return answer, {
         "seconds": wall,
         "cpu_seconds": cpu,
         "baseline_rss_mb": baseline_rss,
         "peak_rss_mb": max_rss_mb(),
     }
+
+
+def worker(run_name: str, path: Path) -> dict[str, Any]:
+    """Run one approach on one control once in this (fresh) process; report time and memory."""
+    control, name = run_name.split("/")
+    (violations, sampled), measured = timed_run(APPROACHES[name], control, path)
+    return {"run": run_name, "violations": violations, "sampled": sampled, **measured}
 
 
 @dataclass
