@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,12 @@ def with_reference(
     return replace(relation, reference=reference.file.relation(REFERENCE_PARAMETER, types))
 
 
+def recent_counts(control: Control, counts: Sequence[int]) -> tuple[int, ...]:
+    """The last counts ``control`` judges against (none for a control that needs none)."""
+    needed = control.earlier_counts_needed()
+    return tuple(counts[-needed:]) if needed else ()
+
+
 def reference_used(control: Control, reference: ReferenceSnapshot | None) -> ReferenceUsed | None:
     target = control.referenced()
     if target is None or reference is None:
@@ -86,6 +93,9 @@ class ControlResult(BaseModel):
     sample: list[dict[str, Any]]
     #: the parent snapshot the values were checked against (referencing controls only)
     reference: ReferenceUsed | None = None
+    #: the earlier row counts it was judged against, oldest first; None for a control that
+    #: judges none (see ``Control.earlier_counts_needed``)
+    earlier_counts: list[int] | None = None
     elapsed_ms: float
 
 
@@ -96,19 +106,31 @@ def run_control(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     connection: duckdb.DuckDBPyConnection | None = None,
     reference: ReferenceSnapshot | None = None,
+    earlier_counts: Sequence[int] = (),
 ) -> ControlResult:
     """Evaluate ``control`` on the snapshot (against ``reference``, the parent's snapshot, for a
-    control checked against another dataset); raise a SnapshotError if it cannot be evaluated."""
+    control checked against another dataset; against ``earlier_counts``, oldest first, for one
+    judging volume); raise a SnapshotError if it cannot be evaluated."""
     started = time.perf_counter()
     snapshot = SnapshotFile.from_path(snapshot_path)
     con = connection or duckdb.connect()
     try:
         types = snapshot.check_columns(con, control.required_columns())
-        relation = with_reference(con, control, snapshot.relation(types=types), reference)
+        relation = replace(
+            with_reference(con, control, snapshot.relation(types=types), reference),
+            earlier_counts=recent_counts(control, earlier_counts),
+        )
         result = _evaluate(
             con, control, relation, str(snapshot.path), snapshot.snapshot_id, sample_size, started
         )
-        return result.model_copy(update={"reference": reference_used(control, reference)})
+        return result.model_copy(
+            update={
+                "reference": reference_used(control, reference),
+                "earlier_counts": list(relation.earlier_counts)
+                if control.earlier_counts_needed()
+                else None,
+            }
+        )
     finally:
         if connection is None:
             con.close()

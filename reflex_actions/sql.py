@@ -27,6 +27,7 @@ class Relation:
     history in one query). ``types`` are the engine's column types where known (a control may
     compare natively when two columns share one), and ``reference`` is the other table a control
     checks this one against (a child's parent snapshot), when the control has one.
+    ``earlier_counts`` are the dataset's earlier row counts, for a control that needs them.
     """
 
     sql: str
@@ -34,6 +35,9 @@ class Relation:
     partition_column: str | None = None
     types: Mapping[str, str] = field(default_factory=dict)
     reference: Relation | None = None
+    #: the row counts of this dataset's earlier evaluations, oldest first (what a volume
+    #: control judges a count against); empty when there are none
+    earlier_counts: tuple[int, ...] = ()
 
     def partition_select(self) -> str:
         """``"col", `` to lead a per-partition SELECT or GROUP BY list; empty when unpartitioned."""

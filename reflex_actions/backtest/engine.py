@@ -20,7 +20,7 @@ from reflex_actions.backtest.metrics import (
 )
 from reflex_actions.controls import Control
 from reflex_actions.errors import SnapshotError, first_line
-from reflex_actions.executor import ReferenceSnapshot, with_reference
+from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.snapshots import SnapshotFile, files_relation
 
@@ -107,7 +107,9 @@ def _backtest_history(
     evaluable = [snapshot for snapshot in history.snapshots if snapshot.snapshot_id in types]
     target = control.referenced()
     checked_against: dict[str, str] = {}  # child snapshot id -> the parent snapshot it paired
-    if target is None:
+    if target is None and control.earlier_counts_needed():
+        raw = _evaluate_in_order(con, control, evaluable, types, sample_size, unusable)
+    elif target is None:
         shared = _shared_types(control, [types[s.snapshot_id] for s in evaluable])
         raw = _evaluate(
             con, control, evaluable, shared, sample_size, history.dataset, progress, unusable
@@ -194,6 +196,37 @@ def _evaluate(
                     f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
                 )
         return results
+
+
+def _evaluate_in_order(
+    con: duckdb.DuckDBPyConnection,
+    control: Control,
+    snapshots: list[SnapshotFile],
+    types: dict[str, dict[str, str]],
+    sample_size: int,
+    unusable: dict[str, str],
+) -> dict[str, RawRow]:
+    """Raw results of a control judged against earlier row counts: the snapshots one at a
+    time in id (time) order, each against the counts of the evaluable snapshots before it, as
+    landing runs would have seen them."""
+    results: dict[str, RawRow] = {}
+    counts: list[int] = []
+    for snapshot in snapshots:
+        relation = replace(
+            snapshot.relation(types=types[snapshot.snapshot_id]),
+            earlier_counts=recent_counts(control, counts),
+        )
+        query = control.compile(relation, sample_size)
+        try:
+            raw = con.execute(query.sql, query.params).fetchone()
+        except duckdb.Error as error:
+            unusable[snapshot.snapshot_id] = (
+                f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
+            )
+            continue
+        results[snapshot.snapshot_id] = raw
+        counts.append(raw[0])
+    return results
 
 
 def _evaluate_against_parent(

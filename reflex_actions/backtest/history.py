@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
 from reflex_actions.errors import ReflexError, SnapshotError
-from reflex_actions.snapshots import FORMATS_BY_SUFFIX, SnapshotFile
+from reflex_actions.snapshots import FILE_COLUMN, FORMATS_BY_SUFFIX, SnapshotFile, files_relation
+from reflex_actions.sql import quote_identifier
 
 LABELS_FILE = "labels.yaml"
 #: Longest labels file read (characters): a failure label takes a line, so years of them fit.
@@ -228,3 +229,25 @@ def split_for_learning(
     return LearningSplit(
         dataset=history.dataset, normal=learning, failures=failed, held_out=held_out, note=note
     )
+
+
+def row_counts(history: History) -> dict[str, int]:
+    """Each snapshot's row count, in one DuckDB query (unreadable snapshots left out)."""
+    con = duckdb.connect()
+    try:
+        usable = history.snapshots_with(con, [])
+        if not usable:
+            return {}
+        relation = files_relation(usable, [])
+        file = quote_identifier(FILE_COLUMN)
+        rows = con.execute(
+            f"WITH snapshot AS ({relation.sql}) SELECT {file}, count(*) FROM snapshot GROUP BY 1",
+            relation.params,
+        ).fetchall()
+    except duckdb.Error:
+        return {}
+    finally:
+        con.close()
+    by_path = dict(rows)
+    # an empty file yields no group: it holds 0 rows
+    return {s.snapshot_id: int(by_path.get(s.read_path, 0)) for s in usable}

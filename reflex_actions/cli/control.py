@@ -7,8 +7,11 @@ from pathlib import Path
 
 import click
 
+from reflex_actions.bounded import excerpt
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
 from reflex_actions.controls import load_control_spec
+from reflex_actions.controls.base import MAX_COUNT
+from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
     DEFAULT_SAMPLE_SIZE,
     REFERENCE_PARAMETER,
@@ -60,12 +63,22 @@ def compile_command(spec: Path, as_json: bool) -> None:
     help="The referenced (parent) dataset's snapshot, for a control checked against one.",
 )
 @click.option(
+    "--baseline-counts",
+    help="The dataset's earlier row counts, oldest first (e.g. 900,1000,950), for a control "
+    "that judges a count against them; without them it judges on its absolute bounds alone.",
+)
+@click.option(
     "--sample-size", default=DEFAULT_SAMPLE_SIZE, show_default=True, type=click.IntRange(0)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @reports_bad_input
 def run_command(
-    spec: Path, snapshot: Path, reference: Path | None, sample_size: int, as_json: bool
+    spec: Path,
+    snapshot: Path,
+    reference: Path | None,
+    baseline_counts: str | None,
+    sample_size: int,
+    as_json: bool,
 ) -> None:
     """Run a control SPEC on one snapshot; exit 0 if it passes, 1 if it fails, 2 on bad input."""
     parent = (
@@ -74,13 +87,35 @@ def run_command(
         else None
     )
     result = run_control(
-        load_control_spec(spec), snapshot, sample_size=sample_size, reference=parent
+        load_control_spec(spec),
+        snapshot,
+        sample_size=sample_size,
+        reference=parent,
+        earlier_counts=_counts(baseline_counts),
     )
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
         _print_result(result)
     sys.exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)
+
+
+#: Most earlier counts accepted on the command line.
+MAX_BASELINE_COUNTS = 365
+
+
+def _counts(text: str | None) -> list[int]:
+    """``900,1000,950`` as counts; a bad list is bad input that names the problem."""
+    if text is None:
+        return []
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > MAX_BASELINE_COUNTS:
+        raise ReflexError(f"--baseline-counts: at most {MAX_BASELINE_COUNTS} counts")
+    if not all(part.isdigit() and len(part) <= len(str(MAX_COUNT)) for part in parts):
+        raise ReflexError(
+            f"--baseline-counts: expected counts like 900,1000,950, got {excerpt(text)}"
+        )
+    return [int(part) for part in parts]
 
 
 def _print_result(result: ControlResult) -> None:

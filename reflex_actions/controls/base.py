@@ -90,6 +90,12 @@ class Control(BaseModel, ABC):
         carries that dataset's snapshot as ``reference``."""
         return None
 
+    def earlier_counts_needed(self) -> int:
+        """How many earlier row counts of the dataset this control judges against (its
+        relation then carries them as ``earlier_counts``, and a backtest evaluates the
+        snapshots one at a time in order); 0 for a control that needs none."""
+        return 0
+
     def with_dataset_fields(self, mapping: dict[str, str]) -> Control:
         """The same control on a dataset that names its fields differently (source -> target)."""
         if not mapping:

@@ -35,6 +35,7 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import Control, dump_control_yaml
+from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.executor import ControlResult
 from reflex_actions.handlers.directives import Outbox
 from reflex_actions.lessons.model import Lesson, Recurrence
@@ -90,6 +91,29 @@ def already_ran(catalog: Catalog, assertion: str, timestamp_ms: int) -> bool:
     return last is not None and last.timestampMillis >= timestamp_ms
 
 
+#: nativeResults key of a run's row count and the earlier ones it was judged against (JSON)
+ROW_COUNTS = "row_counts"
+#: Most row counts a run event carries forward.
+MAX_ROW_COUNTS = 365
+
+
+def row_counts_after(catalog: Catalog, assertion: str) -> list[int]:
+    """The row counts the assertion's runs have seen, oldest first, as its latest run event
+    carries them forward; empty when it has none (or they cannot be read)."""
+    last = catalog.latest_timeseries(assertion, AssertionRunEventClass)
+    native = (last.result.nativeResults or {}) if last and last.result else {}
+    text = native.get(ROW_COUNTS, "[]")
+    try:
+        counts = json.loads(text) if len(text) <= MAX_ROW_COUNTS * 16 else None
+    except ValueError:
+        return []
+    if not isinstance(counts, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= MAX_COUNT for c in counts
+    ):
+        return []
+    return counts[-MAX_ROW_COUNTS:]
+
+
 def run_event_mcp(
     assertion: str,
     dataset_urn: str,
@@ -122,6 +146,7 @@ def run_event_mcp(
                 "allowed_violations": str(result.allowed_violations),
                 "sample": json.dumps(result.sample, default=str)[:2000],
                 **_reference_results(result),
+                **_row_counts(result),
             },
         )
     event = AssertionRunEventClass(
@@ -145,6 +170,14 @@ def _reference_results(result: ControlResult) -> dict[str, str]:
         "reference_snapshot_id": result.reference.snapshot_id,
         "reference_chosen": result.reference.chosen,
     }
+
+
+def _row_counts(result: ControlResult) -> dict[str, str]:
+    """A volume run's count after the earlier ones, so the next run can judge against them."""
+    if result.earlier_counts is None:
+        return {}
+    counts = [*result.earlier_counts, result.rows_scanned][-MAX_ROW_COUNTS:]
+    return {ROW_COUNTS: json.dumps(counts)}
 
 
 def _checked_against(result: ControlResult) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from datahub.metadata.schema_classes import AssertionInfoClass, OperationClass
 
-from reflex_actions.controls import parse_control_yaml
+from reflex_actions.backtest.history import row_counts
+from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import (
@@ -15,6 +16,7 @@ from reflex_actions.handlers.assertions import (
     already_ran,
     assertion_urn,
     record_recurrence,
+    row_counts_after,
     run_event_mcp,
 )
 from reflex_actions.handlers.change import AspectChange
@@ -66,6 +68,20 @@ def names_no_data(operation: OperationClass) -> bool:
     )
 
 
+def _earlier_counts(
+    control: Control, assertion: str, dataset_urn: str, ctx: HandlerContext
+) -> list[int]:
+    """The row counts a control judging volume compares a landing with: those its assertion's
+    runs carried forward, else (its first run) the normal snapshots of the dataset's history."""
+    if not control.earlier_counts_needed():
+        return []
+    counts = row_counts_after(ctx.catalog, assertion)
+    history = ctx.history_for(dataset_urn) if not counts else None
+    if history is not None:
+        counts = [n for sid, n in row_counts(history).items() if sid not in history.labels]
+    return counts
+
+
 def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     lessons = published_lessons(change.urn, ctx, as_of=change.time_ms)
     if not lessons:
@@ -104,7 +120,8 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
         if path is not None:
             try:
                 parent = parent_snapshot(control, snapshot_id, ctx.config.landing, ctx.history_for)
-                result = run_control(control, path, reference=parent)
+                earlier = _earlier_counts(control, assertion, change.urn, ctx)
+                result = run_control(control, path, reference=parent, earlier_counts=earlier)
             except ReflexError as failure:  # corrupt or drifted snapshot: an ERROR run, no incident
                 error = str(failure)
         if result is not None and not result.passed:
