@@ -107,7 +107,7 @@ def _backtest_history(
     evaluable = [snapshot for snapshot in history.snapshots if snapshot.snapshot_id in types]
     target = control.referenced()
     checked_against: dict[str, str] = {}  # child snapshot id -> the parent snapshot it paired
-    if target is None and control.earlier_counts_needed():
+    if target is None and (control.one_snapshot_at_a_time or control.earlier_counts_needed()):
         raw = _evaluate_in_order(con, control, evaluable, types, sample_size, unusable)
     elif target is None:
         shared = _shared_types(control, [types[s.snapshot_id] for s in evaluable])
@@ -206,8 +206,8 @@ def _evaluate_in_order(
     sample_size: int,
     unusable: dict[str, str],
 ) -> dict[str, RawRow]:
-    """Raw results of a control judged against earlier row counts: the snapshots one at a
-    time in id (time) order, each against the counts of the evaluable snapshots before it, as
+    """Raw results of a control judged one snapshot at a time: in id (time) order, each against
+    the row counts of the evaluable snapshots before it (for a control that judges volume), as
     landing runs would have seen them."""
     results: dict[str, RawRow] = {}
     counts: list[int] = []

@@ -73,6 +73,9 @@ class Control(BaseModel, ABC):
 
     #: Human name of what one violation counts (e.g. "duplicate rows").
     violation_unit: ClassVar[str] = "violations"
+    #: Whether it judges one snapshot at a time (e.g. a snapshot's own schema): a backtest
+    #: then runs one query per snapshot instead of one over the whole history.
+    one_snapshot_at_a_time: ClassVar[bool] = False
 
     @abstractmethod
     def required_columns(self) -> list[str]:

@@ -12,11 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from reflex_actions.backtest import backtest, load_history
+from reflex_actions.backtest import load_history
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.errors import ControlSpecError
 from reflex_actions.executor import run_control
+from reflex_actions.kinds import registered_kinds
 from reflex_actions.kinds.schema_change import SCHEMA_CHANGE
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
@@ -28,14 +29,12 @@ from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.similarity.estate import InMemoryCatalog
 
-ENTRY_POINT = "schema_change = reflex_actions.kinds.schema_change:SchemaChangeKind"
 SALES = "urn:li:domain:sales"
 
 
-@pytest.fixture(autouse=True)
-def kind_installed(install_kinds: Any) -> None:
-    """Until the entry point is in pyproject.toml, every test installs the kind."""
-    install_kinds(ENTRY_POINT)
+def test_the_kind_is_built_in() -> None:
+    """Registered through the package's own metadata, like every built-in kind."""
+    assert "schema_change" in {kind.pattern for kind in registered_kinds()}
 
 
 def contract(columns: dict[str, str], allow_new_columns: bool = True) -> Any:
@@ -132,15 +131,6 @@ class TestSchemaContractControl(BaseLessonKindConformance):
         relation = Relation(sql="SELECT 1 AS part", partition_column="part")
         with pytest.raises(ControlSpecError, match="one snapshot's schema at a time"):
             self.control().compile(relation)
-
-    def test_the_backtest_of_a_labelled_history_is_exact(self, tmp_path: Path) -> None:
-        """The backtest engine evaluates a control without a parent over all snapshots in one
-        partitioned query, which this control refuses: until the engine evaluates it one
-        snapshot at a time, a backtest says so instead of scoring wrongly."""
-        folder = tmp_path / "history"
-        write_snapshot(folder / "2026-01-01.parquet", [{"order_id": "o1", "amount": "1"}])
-        with pytest.raises(ControlSpecError, match="one snapshot's schema at a time"):
-            backtest(self.control(), [load_history(folder)])
 
 
 # --- exact counts on hand-built snapshots --------------------------------------------------------
