@@ -192,9 +192,7 @@ def _evaluate(
                     con, control, [snapshot], types, sample_size, dataset, None
                 )
             except duckdb.Error as error:
-                unusable[snapshot.snapshot_id] = (
-                    f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
-                )
+                unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
         return results
 
 
@@ -220,9 +218,7 @@ def _evaluate_in_order(
         try:
             raw = con.execute(query.sql, query.params).fetchone()
         except duckdb.Error as error:
-            unusable[snapshot.snapshot_id] = (
-                f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
-            )
+            unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
             continue
         results[snapshot.snapshot_id] = raw
         counts.append(raw[0])
@@ -263,9 +259,7 @@ def _evaluate_against_parent(
         except SnapshotError as error:
             unusable[snapshot.snapshot_id] = str(error)
         except duckdb.Error as error:
-            unusable[snapshot.snapshot_id] = (
-                f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
-            )
+            unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
     return results, pairs
 
 
@@ -355,6 +349,11 @@ def _outcome(
         sample=[control.sample_row(row) for row in sample or []],
         verdict=SnapshotOutcome.verdict_for(flagged, label is not None),
     )
+
+
+def _cannot_evaluate(snapshot: SnapshotFile, error: duckdb.Error) -> str:
+    """Why a snapshot is not evaluable when DuckDB fails on it (its first line only)."""
+    return f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
 
 
 def _elapsed_ms(started: float) -> float:
