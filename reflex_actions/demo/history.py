@@ -30,8 +30,10 @@ import yaml
 from reflex_actions.demo.estate import DATASETS, USERS, Dataset, Owner
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.kinds.invalid_values import INVALID_VALUES
+from reflex_actions.kinds.missing_rows import MISSING_ROWS
 from reflex_actions.kinds.missing_values import MISSING_VALUES
 from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
+from reflex_actions.kinds.schema_change import SCHEMA_CHANGE
 from reflex_actions.snapshots import SnapshotFormat
 
 Row = dict[str, Any]
@@ -49,6 +51,8 @@ OWNERSHIP_INCIDENT = "urn:li:incident:reflex-demo-orphaned-ownership"
 ORDERS_INCIDENT = "urn:li:incident:reflex-demo-orders-missing-customer"
 ORDER_LINES_INCIDENT = "urn:li:incident:reflex-demo-order-lines-negative-quantity"
 INVOICES_INCIDENT = "urn:li:incident:reflex-demo-invoices-orphaned"
+PARTIAL_LOAD_INCIDENT = "urn:li:incident:reflex-demo-payments-partial-load"
+RENAMED_COLUMN_INCIDENT = "urn:li:incident:reflex-demo-orders-renamed-amount"
 
 #: The loader column a retry rewrites; datasets without it get byte-identical repeated rows.
 BATCH_COLUMN = "ingestion_batch"
@@ -126,7 +130,8 @@ class Failure:
     """A defect injected into one day's load (so labelled a failure), and the incident that
     found it, if any."""
 
-    inject: Injection
+    #: None when the rows are as loaded and the schema broke (a ``SchemaDrift`` of that day)
+    inject: Injection | None
     incident: str | None = None
     #: the lesson kind of the defect, written on its label when the table breaks in more
     #: than one way (each kind's control is then scored on its own failures)
@@ -149,7 +154,8 @@ class History:
 
 @dataclass(frozen=True)
 class SchemaDrift:
-    """A column renamed upstream in one snapshot, so controls on it cannot be evaluated."""
+    """A column renamed upstream in one snapshot (of the history, or landing on
+    ``LANDING_DAY``), so controls on the old name cannot be evaluated there."""
 
     dataset: str
     day: date
@@ -165,8 +171,24 @@ class Handover:
     delay: timedelta
 
 
-SCHEMA_DRIFT = SchemaDrift("finance.ledger_entries", date(2026, 9, 18), "transaction_id", "txn_ref")
+#: The checkout release of 2026-09-28 renamed ``sales.orders.amount_minor`` (reverted the
+#: next day); billing adopted the new name, so the invoices that land after it lack the column.
+RENAMED_AMOUNT_DAY = date(2026, 9, 28)
+SCHEMA_DRIFTS: tuple[SchemaDrift, ...] = (
+    SchemaDrift("finance.ledger_entries", date(2026, 9, 18), "transaction_id", "txn_ref"),
+    SchemaDrift("sales.orders", RENAMED_AMOUNT_DAY, "amount_minor", "amount_cents"),
+    SchemaDrift("sales.invoices", LANDING_DAY, "amount_minor", "amount_cents"),
+)
 HANDOVERS: dict[str, Handover] = {"bob": Handover(successor="carol", delay=timedelta(days=14))}
+
+
+def renamed_columns(dataset: str, day: date) -> dict[str, str]:
+    """The columns of ``dataset``'s snapshot of ``day`` that drifted: old name -> new name."""
+    return {
+        drift.column: drift.renamed_to
+        for drift in SCHEMA_DRIFTS
+        if (drift.dataset, drift.day) == (dataset, day)
+    }
 
 
 def _rng(seed: int, stream: str, day: date) -> random.Random:
@@ -456,6 +478,12 @@ def _replay_batch(rows: list[Row], load: DayLoad) -> list[Row]:
     return rows + [dict(row) for row in rows[start : start + size]]
 
 
+def _partial_load(rows: list[Row], load: DayLoad) -> list[Row]:
+    """A loader that timed out half-way and committed what it had: the first half of the
+    day's rows, in load order (each one intact)."""
+    return rows[: len(rows) // 2]
+
+
 def _guests_without_customer(rows: list[Row], load: DayLoad) -> list[Row]:
     """Guest checkouts written before their customer existed: ``customer_id`` is NULL on the
     rows of guest orders (and on every table that copies it from them)."""
@@ -517,13 +545,18 @@ MISSING_CUSTOMER_DAY = date(2026, 9, 17)
 NEGATIVE_QUANTITY_DAY = date(2026, 9, 24)
 #: On 2026-09-20 billing read a stale replica and invoiced orders that had been rolled back.
 ROLLED_BACK_DAY = date(2026, 9, 20)
+#: On 2026-09-14 the payments loader timed out half-way and committed half the day.
+PARTIAL_LOAD_DAY = date(2026, 9, 14)
 
 HISTORIES: tuple[History, ...] = (
     History(
         "finance.payments",
         "parquet",
         _payments,
-        _retries({date(2026, 9, 9): PAYMENTS_INCIDENT, date(2026, 9, 22): None}),
+        {
+            **_retries({date(2026, 9, 9): PAYMENTS_INCIDENT, date(2026, 9, 22): None}),
+            PARTIAL_LOAD_DAY: Failure(_partial_load, PARTIAL_LOAD_INCIDENT, MISSING_ROWS),
+        },
     ),
     History(
         "finance.ledger_entries",
@@ -548,7 +581,12 @@ HISTORIES: tuple[History, ...] = (
         "sales.orders",
         "parquet",
         _orders,
-        {MISSING_CUSTOMER_DAY: Failure(_guests_without_customer, ORDERS_INCIDENT, MISSING_VALUES)},
+        {
+            MISSING_CUSTOMER_DAY: Failure(
+                _guests_without_customer, ORDERS_INCIDENT, MISSING_VALUES
+            ),
+            RENAMED_AMOUNT_DAY: Failure(None, RENAMED_COLUMN_INCIDENT, SCHEMA_CHANGE),
+        },
     ),
     History(
         "sales.order_lines",
@@ -579,6 +617,7 @@ HISTORIES: tuple[History, ...] = (
 LANDINGS: dict[str, Injection | None] = {
     "finance.payments": None,
     "finance.card_settlements": None,
+    "finance.refunds": _partial_load,
     "finance.ledger_entries": _replay_batch,
     "sales.orders": None,
     "sales.order_lines": _lines_of_rolled_back_orders,
@@ -595,14 +634,8 @@ def _snapshot_table(
     if inject is not None:
         rows = inject(rows, load)
     table = pa.Table.from_pylist(rows, schema=arrow_schema(DATASETS[history.dataset]))
-    if (history.dataset, day) == (SCHEMA_DRIFT.dataset, SCHEMA_DRIFT.day):
-        table = table.rename_columns(
-            [
-                SCHEMA_DRIFT.renamed_to if name == SCHEMA_DRIFT.column else name
-                for name in table.column_names
-            ]
-        )
-    return table
+    renamed = renamed_columns(history.dataset, day)
+    return table.rename_columns([renamed.get(name, name) for name in table.column_names])
 
 
 def write_snapshot(table: pa.Table, path: Path) -> None:

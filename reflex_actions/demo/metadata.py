@@ -54,7 +54,11 @@ from reflex_actions.demo.history import (
     ORDER_LINES_INCIDENT,
     ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
+    PARTIAL_LOAD_DAY,
+    PARTIAL_LOAD_INCIDENT,
     PAYMENTS_INCIDENT,
+    RENAMED_AMOUNT_DAY,
+    RENAMED_COLUMN_INCIDENT,
     ROLLED_BACK_DAY,
     owners_on,
 )
@@ -229,6 +233,24 @@ def incidents() -> list[MetadataChangeProposalWrapper]:
             "Finance could not match invoices of 2026-09-20 to any order: billing read a stale "
             "replica after checkout rolled back a batch of paid orders, so the invoices point "
             "at missing orders.",
+        ),
+        _incident(
+            PARTIAL_LOAD_INCIDENT,
+            PARTIAL_LOAD_DAY,
+            "finance.payments",
+            "Partial load of finance.payments",
+            "Revenue for 2026-09-14 came in at half its usual level: the payments loader timed "
+            "out half-way through the day's file and committed what it had, a partial load with "
+            "half the rows missing. Nothing failed, so nobody noticed until the month-end close.",
+        ),
+        _incident(
+            RENAMED_COLUMN_INCIDENT,
+            RENAMED_AMOUNT_DAY,
+            "sales.orders",
+            "Breaking schema change in sales.orders",
+            "The sales dashboard showed no order totals for 2026-09-28: the checkout release "
+            "renamed the column amount_minor to amount_cents in sales.orders, and every report "
+            "reading amount_minor broke. The release was reverted the next day.",
         ),
     ]
 

@@ -45,7 +45,9 @@ from reflex_actions.demo.history import (
     ORDER_LINES_INCIDENT,
     ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
+    PARTIAL_LOAD_INCIDENT,
     PAYMENTS_INCIDENT,
+    RENAMED_COLUMN_INCIDENT,
     generate_histories,
     landing_snapshot,
 )
@@ -98,6 +100,14 @@ INVOICES_NOTE = (
 ORDER_LINES_NOTE = (
     "The order pipeline now rejects lines with a quantity below one; the removed-item lines of "
     "2026-09-24 were deleted."
+)
+PARTIAL_LOAD_NOTE = (
+    "The payments loader now commits a day's file in one transaction, so a timeout loads "
+    "nothing and pages the owner; the missing half of 2026-09-14 was reloaded."
+)
+RENAMED_COLUMN_NOTE = (
+    "Reverted the checkout release; column renames now go through a deprecation period in "
+    "which both names are written."
 )
 
 
@@ -299,6 +309,15 @@ _orphaned_references = _on_landed_data(
     INVOICES_INCIDENT, INVOICES_NOTE, "sales.invoices", "sales.order_lines"
 )
 
+#: a partial load recurs where the refunds loader (fed by the same gateway) times out
+_missing_rows = _on_landed_data(
+    PARTIAL_LOAD_INCIDENT, PARTIAL_LOAD_NOTE, "finance.payments", "finance.refunds"
+)
+#: the renamed order total breaks the invoices, which copy it from the orders
+_schema_change = _on_landed_data(
+    RENAMED_COLUMN_INCIDENT, RENAMED_COLUMN_NOTE, "sales.orders", "sales.invoices"
+)
+
 
 def _ownership(demo: Demo) -> bool:
     say = demo.say
@@ -356,6 +375,14 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "orphaned-references": Scenario(
         "invoices of orders that do not exist", "orphaned references", _orphaned_references
+    ),
+    "missing-rows": Scenario(
+        "a partial load: the loader timed out and committed half a day",
+        "missing rows",
+        _missing_rows,
+    ),
+    "schema-change": Scenario(
+        "an upstream column rename that breaks a downstream", "schema change", _schema_change
     ),
 }
 
