@@ -1,4 +1,5 @@
-"""The committed sales histories (the missing- and invalid-values scenarios' data): their labels
+"""The committed sales histories (the data of the missing-values, invalid-values, orphaned-
+references and schema-change scenarios): their labels
 name exactly the snapshots the scenarios' controls flag, the landing snapshots break them, and
 child tables refer only to their parent's rows of the same day."""
 
@@ -29,10 +30,14 @@ KNOWN_ORDER = parse_control_spec(
         "references": {"dataset": ORDERS, "field": "order_id"},
     }
 )
+AMOUNT_CONTRACT = parse_control_spec(
+    {"type": "schema_contract", "columns": {"amount_minor": "BIGINT"}}
+)
 #: (dataset, lesson kind) -> the control its labels of that kind are about, and the incident
 #: of that labelled failure
 LABELLED_BY = {
     ("sales.orders", "missing_values"): (NOT_NULL_CUSTOMER, history.ORDERS_INCIDENT),
+    ("sales.orders", "schema_change"): (AMOUNT_CONTRACT, history.RENAMED_COLUMN_INCIDENT),
     ("sales.invoices", "missing_values"): (NOT_NULL_CUSTOMER, None),
     ("sales.invoices", "orphaned_references"): (KNOWN_ORDER, history.INVOICES_INCIDENT),
     ("sales.order_lines", "invalid_values"): (QUANTITY_RANGE, history.ORDER_LINES_INCIDENT),
@@ -75,7 +80,11 @@ def test_returns_are_clean_until_the_landing_day() -> None:
 
 @pytest.mark.parametrize(
     ("dataset", "control"),
-    [("sales.invoices", NOT_NULL_CUSTOMER), ("sales.returns", QUANTITY_RANGE)],
+    [
+        ("sales.invoices", NOT_NULL_CUSTOMER),
+        ("sales.invoices", AMOUNT_CONTRACT),
+        ("sales.returns", QUANTITY_RANGE),
+    ],
 )
 def test_the_landing_snapshot_holds_incident_b(dataset: str, control: Control) -> None:
     landed = history.landing_snapshot(SNAPSHOTS, dataset)

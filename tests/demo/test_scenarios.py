@@ -7,6 +7,8 @@ Each scenario runs once per module through the CLI; the tests then read the stor
 from __future__ import annotations
 
 import logging
+import math
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,8 @@ from reflex_actions.demo.history import (
     LANDING_DAY,
     ORDER_LINES_INCIDENT,
     ORDERS_INCIDENT,
+    PARTIAL_LOAD_INCIDENT,
+    RENAMED_COLUMN_INCIDENT,
     landing_snapshot,
 )
 from reflex_actions.demo.metadata import incidents
@@ -41,6 +45,11 @@ from tests.stages import FullLoop
 INCIDENTS = tuple(str(mcp.entityUrn) for mcp in incidents())
 ORDERS, INVOICES = dataset_urn("sales.orders"), dataset_urn("sales.invoices")
 ORDER_LINES, RETURNS = dataset_urn("sales.order_lines"), dataset_urn("sales.returns")
+PAYMENTS, REFUNDS = dataset_urn("finance.payments"), dataset_urn("finance.refunds")
+PAYMENTS_CHILDREN = {
+    dataset_urn(name)
+    for name in ("finance.ledger_entries", "finance.card_settlements", "finance.payouts")
+}
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,16 @@ def invalid_values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenari
 def orphaned_references(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
     workdir = tmp_path_factory.mktemp("orphaned-references") / "demo"
     yield run_scenario(workdir, "orphaned-references")
+
+
+@pytest.fixture(scope="module")
+def missing_rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
+    yield run_scenario(tmp_path_factory.mktemp("missing-rows") / "demo", "missing-rows")
+
+
+@pytest.fixture(scope="module")
+def schema_change(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
+    yield run_scenario(tmp_path_factory.mktemp("schema-change") / "demo", "schema-change")
 
 
 def count(sql: str, path: Path) -> int:
@@ -168,12 +187,62 @@ def test_orphaned_references_close_their_loop_on_the_order_lines(
     assert_incident_b(run, INVOICES_INCIDENT, ORDER_LINES, orphans)
 
 
+def test_missing_rows_close_their_loop_on_the_refunds(missing_rows: ScenarioRun) -> None:
+    run = missing_rows
+    assert run.exit_code == 0, run.output
+    lesson = stored_lesson(run.store, lesson_urn_for(PARTIAL_LOAD_INCIDENT))
+    assert (lesson.failure_pattern, lesson.proposer.name) == ("missing_rows", "deterministic")
+    # learned with headroom from the normal loads (none far below its trailing median); the
+    # partial load lies far below it (the default window of 7 is not stored)
+    assert lesson.control == {"type": "volume", "max_drop": 0.4}
+    assert any("2026-09-14 lies 56% below" in e.quote for e in lesson.evidence)
+    # the labelled partial load is the one payments snapshot the volume rule flags
+    assert "| finance.payments | 30 | 1 | 0 | 29 | 0 | 0 | 100% | 100% |" in lesson.report
+    assert lesson.state is LessonState.PUBLISHED
+    assert set(lesson.published_scope) == {PAYMENTS, REFUNDS, *PAYMENTS_CHILDREN}
+    # on its first run the landed refunds are judged against the refunds history's last loads
+    snapshots = run.workdir / "snapshots"
+    ((landed,),) = duckdb.execute(
+        "SELECT count(*) FROM read_parquet(?)",
+        [str(landing_snapshot(snapshots, "finance.refunds"))],
+    ).fetchall()
+    history = duckdb.execute(
+        "SELECT count(*) FROM read_parquet(?, filename = true) GROUP BY filename ORDER BY filename",
+        [str(snapshots / "finance.refunds" / "*.parquet")],
+    ).fetchall()
+    lower_bound = math.ceil(statistics.median(n for (n,) in history[-7:]) * (1 - 0.4))
+    assert lower_bound - landed > 0
+    assert_incident_b(run, PARTIAL_LOAD_INCIDENT, REFUNDS, lower_bound - landed)
+
+
+def test_a_schema_change_closes_its_loop_on_the_invoices(schema_change: ScenarioRun) -> None:
+    run = schema_change
+    assert run.exit_code == 0, run.output
+    lesson = stored_lesson(run.store, lesson_urn_for(RENAMED_COLUMN_INCIDENT))
+    assert (lesson.failure_pattern, lesson.proposer.name) == ("schema_change", "deterministic")
+    assert lesson.control == {"type": "schema_contract", "columns": {"amount_minor": "BIGINT"}}
+    assert "| sales.orders | 30 | 1 | 0 | 29 | 0 | 0 | 100% | 100% |" in lesson.report
+    assert "reads sales.orders (sales.orders -\\> sales.invoices)" in lesson.report
+    assert lesson.state is LessonState.PUBLISHED
+    assert set(lesson.published_scope) == {ORDERS, INVOICES}
+    landed = landing_snapshot(run.workdir / "snapshots", "sales.invoices")
+    missing = count(
+        "SELECT count(*) FROM (SELECT unnest(['amount_minor']) AS name) WHERE name NOT IN "
+        "(SELECT column_name FROM (DESCRIBE SELECT * FROM {snapshot}))",
+        landed,
+    )
+    assert missing == 1
+    assert_incident_b(run, RENAMED_COLUMN_INCIDENT, INVOICES, missing)
+
+
 @pytest.mark.parametrize(
     ("scenario", "incident"),
     [
         ("missing_values", ORDERS_INCIDENT),
         ("invalid_values", ORDER_LINES_INCIDENT),
         ("orphaned_references", INVOICES_INCIDENT),
+        ("missing_rows", PARTIAL_LOAD_INCIDENT),
+        ("schema_change", RENAMED_COLUMN_INCIDENT),
     ],
 )
 def test_a_named_scenario_runs_only_itself(
@@ -196,8 +265,9 @@ def test_an_unknown_scenario_is_bad_input_naming_the_scenarios(tmp_path: Path) -
     assert run.exit_code == 2
     assert "unknown scenario 'duplicate-rows'" in run.output
     assert ", ".join(SCENARIOS) in run.output
-    assert "duplicates, ownership, missing-values, invalid-values, orphaned-references" in (
-        run.output
+    assert (
+        "duplicates, ownership, missing-values, invalid-values, orphaned-references, "
+        "missing-rows, schema-change" in run.output
     )
     assert not workdir.exists()  # refused before anything was set up
     hostile = run_scenario(workdir, "x" * 10_000)
@@ -215,9 +285,11 @@ def test_the_default_demo_plays_every_scenario(full_loop: FullLoop) -> None:
         "missing values",
         "invalid values",
         "orphaned references",
+        "missing rows",
+        "schema change",
     ]
     store = store_of(full_loop.workdir)
     for incident in INCIDENTS:
         assert stored_lesson(store, lesson_urn_for(incident)).state is LessonState.PUBLISHED
     raised_on = {dataset for info in incidents_b(store).values() for dataset in info.entities}
-    assert {INVOICES, RETURNS} <= raised_on
+    assert {INVOICES, RETURNS, ORDER_LINES, REFUNDS} <= raised_on
