@@ -88,7 +88,7 @@ def test_duplicates_key_is_found_in_the_history(catalog: LiteCatalog, histories_
     assert draft.control == {"type": "uniqueness", "field": "transaction_id"}
     history = [e.quote for e in draft.evidence if e.source == "history"]
     assert history == [
-        "transaction_id is unique in all 28 normal snapshots and has 100 duplicate rows in "
+        "transaction_id is unique in all 27 normal snapshots and has 100 duplicate rows in "
         "2026-09-09"
     ]
     assert draft.confidence == pytest.approx(0.9)
@@ -243,7 +243,7 @@ def test_key_discovery_ignores_snapshots_labelled_with_other_failures(
 
     findings = discover_keys(history, list(source.fields), PAYMENTS_INCIDENT)
 
-    assert findings == [KeyFinding("transaction_id", ("2026-09-09",), 100, 28)]
+    assert findings == [KeyFinding("transaction_id", ("2026-09-09",), 100, 27)]
 
 
 def test_key_discovery_skips_drifted_snapshots(catalog: LiteCatalog, histories_root: Path) -> None:
