@@ -82,7 +82,10 @@ def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> Relatio
                 f"SELECT {projection} FROM {reader_call(snapshot_format, parameter, many=True)}"
             )
     return Relation(
-        sql="\nUNION ALL BY NAME\n".join(selects), params=params, partition_column=FILE_COLUMN
+        sql="\nUNION ALL BY NAME\n".join(selects),
+        params=params,
+        partition_column=FILE_COLUMN,
+        text_only="csv_files" in params,
     )
 
 
@@ -128,6 +131,7 @@ class SnapshotFile:
             sql=f"SELECT * FROM {reader_call(self.format, parameter)}",
             params={parameter: self.pattern},
             types=dict(types or {}),
+            text_only=self.format == "csv",
         )
 
     def column_types(self, connection: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -38,6 +38,8 @@ class Relation:
     #: the row counts of this dataset's earlier evaluations, oldest first (what a volume
     #: control judges a count against); empty when there are none
     earlier_counts: tuple[int, ...] = ()
+    #: True when the reader reads every column as text (CSV): its types say nothing of the data
+    text_only: bool = False
 
     def partition_select(self) -> str:
         """``"col", `` to lead a per-partition SELECT or GROUP BY list; empty when unpartitioned."""

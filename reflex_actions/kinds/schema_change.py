@@ -9,10 +9,9 @@ any precision, floating, string, boolean, date, timestamp, timestamp with time z
 family of its own. A missing column is a failed check, not schema drift: the control requires
 no column to be evaluable.
 
-A CSV snapshot is read as text (every column VARCHAR), so on CSV a contract can only check
-column names: a contract drafted from a CSV history states every column as VARCHAR, and a typed
-contract run on CSV reports its non-text columns as retyped to VARCHAR, which is what the file
-holds.
+A CSV snapshot is read as text (every column VARCHAR), so its types say nothing of the data: on
+CSV a contract checks column names only (a typed contract is not broken by Reflex's own text
+reader), and a contract drafted from a CSV history states every column as VARCHAR.
 
 Words: renamed, dropped or retyped columns, a (breaking) schema change, a column that no longer
 exists, a changed type. Evidence: the incident's snapshot whose columns differ from the common
@@ -182,7 +181,7 @@ broken AS (
     SELECT name, expected, found
     FROM typed
     WHERE (expected IS NOT NULL AND found IS NULL)
-        OR (expected IS NOT NULL AND found_family <> expected_family)
+        OR (expected IS NOT NULL AND NOT $text_only AND found_family <> expected_family)
         OR (expected IS NULL AND NOT $allow_new_columns)
 )
 SELECT
@@ -195,6 +194,7 @@ SELECT
             "column_names": list(self.columns),
             "column_types": list(self.columns.values()),
             "allow_new_columns": self.allow_new_columns,
+            "text_only": relation.text_only,
             "sample_size": sample_size,
         }
         return CompiledQuery(sql=sql, params=params)
