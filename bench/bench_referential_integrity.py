@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_row_kinds import REFLEX_TARGET, print_figures, timed_run
+from bench_row_kinds import REFLEX_TARGET, print_figures, print_load, timed_run
 from bench_uniqueness import cached_snapshot, load_average, run_stats, spawn
 from machine import machine_info
 
@@ -482,11 +482,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"worst missing ids {figures['sample_occurrences']}"
         )
         print_figures(figures, digits=3)
-    load, cores = result["load_average"], result["machine"]["nproc"] or 1
-    print(f"\nload average {load} on {cores} cores")
-    if max(load["before"], load["after"], *load["rounds"]) > cores / 2:
-        print("warning: load average high, wall times are noisy")
-    print()
+    print_load(result)
 
 
 def main() -> None:

@@ -395,9 +395,16 @@ def print_table(result: dict[str, Any]) -> None:
     for control, figures in result["controls"].items():
         print(f"\n{control}: {figures['violations']:,} violations")
         print_figures(figures)
+    print_load(result)
+
+
+def print_load(result: dict[str, Any]) -> None:
+    """The load average around the run, with a warning when it makes wall times noisy."""
     load, cores = result["load_average"], result["machine"]["nproc"] or 1
     print(f"\nload average {load} on {cores} cores")
-    if max(load.values()) > cores / 2:
+    readings = [value for value in load.values() if isinstance(value, int | float)]
+    readings += [value for value in load.get("rounds", []) if isinstance(value, int | float)]
+    if max(readings) > cores / 2:
         print("warning: load average high, wall times are noisy")
     print()
 
