@@ -402,8 +402,7 @@ def print_load(result: dict[str, Any]) -> None:
     """The load average around the run, with a warning when it makes wall times noisy."""
     load, cores = result["load_average"], result["machine"]["nproc"] or 1
     print(f"\nload average {load} on {cores} cores")
-    readings = [value for value in load.values() if isinstance(value, int | float)]
-    readings += [value for value in load.get("rounds", []) if isinstance(value, int | float)]
+    readings = [load["before"], load["after"], *load.get("rounds", [])]
     if max(readings) > cores / 2:
         print("warning: load average high, wall times are noisy")
     print()
