@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_row_kinds import REFLEX_TARGET, print_figures, print_load, timed_run
+from bench_row_kinds import Approach as RowKindsApproach
 from bench_uniqueness import cached_snapshot, load_average, run_stats, spawn
 from machine import machine_info
 
@@ -306,10 +307,7 @@ def polars_query(variant: str) -> Callable[[Path], Answer]:
 
 
 @dataclass(frozen=True)
-class Approach:
-    name: str
-    modules: tuple[str, ...]  # imported before the clock starts
-    make: Callable[[str], Callable[[Path], Answer]]
+class Approach(RowKindsApproach):
     variants: tuple[str, ...] = VARIANTS  # the parent formats it applies to
 
 

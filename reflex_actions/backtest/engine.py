@@ -107,21 +107,20 @@ def _backtest_history(
     evaluable = [snapshot for snapshot in history.snapshots if snapshot.snapshot_id in types]
     target = control.referenced()
     checked_against: dict[str, str] = {}  # child snapshot id -> the parent snapshot it paired
-    if target is None and (control.one_snapshot_at_a_time or control.earlier_counts_needed()):
-        raw = _evaluate_in_order(con, control, evaluable, types, sample_size, unusable)
-    elif target is None:
+    parent = references.get(target.dataset) if target else None
+    if target is not None and parent is None:
+        raw = {}
+        for snapshot in evaluable:
+            unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
+    elif target is not None or control.one_snapshot_at_a_time or control.earlier_counts_needed():
+        raw, checked_against = _evaluate_one_by_one(
+            con, control, evaluable, types, sample_size, parent, unusable
+        )
+    else:
         shared = _shared_types(control, [types[s.snapshot_id] for s in evaluable])
         raw = _evaluate(
             con, control, evaluable, shared, sample_size, history.dataset, progress, unusable
         )
-    elif (parent := references.get(target.dataset)) is not None:
-        raw, checked_against = _evaluate_against_parent(
-            con, control, evaluable, types, sample_size, parent, unusable
-        )
-    else:
-        raw = {}
-        for snapshot in evaluable:
-            unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
     kind = kind_for_control(control.type)
     labels = history.labels_for(kind.pattern if kind else None)
     outcomes = [
@@ -196,70 +195,53 @@ def _evaluate(
         return results
 
 
-def _evaluate_in_order(
+def _evaluate_one_by_one(
     con: duckdb.DuckDBPyConnection,
     control: Control,
     snapshots: list[SnapshotFile],
     types: dict[str, dict[str, str]],
     sample_size: int,
+    parent: History | None,
     unusable: dict[str, str],
-) -> dict[str, RawRow]:
-    """Raw results of a control judged one snapshot at a time: in id (time) order, each against
-    the row counts of the evaluable snapshots before it (for a control that judges volume), as
-    landing runs would have seen them."""
+) -> tuple[dict[str, RawRow], dict[str, str]]:
+    """Raw results of a control judged one snapshot at a time, in id (time) order, as landing
+    runs would have seen them: each against the row counts of the evaluable snapshots before it
+    (a control judging volume) and, for a referencing control, against its paired snapshot of
+    the ``parent`` history (a child snapshot with none to pair is not evaluable); and which
+    parent snapshot each was paired with."""
     results: dict[str, RawRow] = {}
+    pairs: dict[str, str] = {}
     counts: list[int] = []
     for snapshot in snapshots:
-        relation = replace(
-            snapshot.relation(types=types[snapshot.snapshot_id]),
-            earlier_counts=recent_counts(control, counts),
-        )
-        query = control.compile(relation, sample_size)
+        paired = None
+        if parent is not None:
+            paired = parent.snapshot_for(snapshot.snapshot_id)
+            if paired is None:
+                unusable[snapshot.snapshot_id] = (
+                    f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
+                )
+                continue
+            pairs[snapshot.snapshot_id] = f"{parent.dataset} {paired[0].snapshot_id} ({paired[1]})"
         try:
+            relation = replace(
+                with_reference(
+                    con,
+                    control,
+                    snapshot.relation(types=types[snapshot.snapshot_id]),
+                    ReferenceSnapshot(*paired) if paired else None,
+                ),
+                earlier_counts=recent_counts(control, counts),
+            )
+            query = control.compile(relation, sample_size)
             raw = con.execute(query.sql, query.params).fetchone()
+        except SnapshotError as error:
+            unusable[snapshot.snapshot_id] = str(error)
+            continue
         except duckdb.Error as error:
             unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
             continue
         results[snapshot.snapshot_id] = raw
         counts.append(raw[0])
-    return results
-
-
-def _evaluate_against_parent(
-    con: duckdb.DuckDBPyConnection,
-    control: Control,
-    snapshots: list[SnapshotFile],
-    types: dict[str, dict[str, str]],
-    sample_size: int,
-    parent: History,
-    unusable: dict[str, str],
-) -> tuple[dict[str, RawRow], dict[str, str]]:
-    """Raw results of a referencing control, one query per child snapshot against its paired
-    snapshot of the ``parent`` history (a child snapshot with none to pair is not evaluable),
-    and which parent snapshot each was paired with."""
-    results: dict[str, RawRow] = {}
-    pairs: dict[str, str] = {}
-    for snapshot in snapshots:
-        paired = parent.snapshot_for(snapshot.snapshot_id)
-        if paired is None:
-            unusable[snapshot.snapshot_id] = (
-                f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
-            )
-            continue
-        pairs[snapshot.snapshot_id] = f"{parent.dataset} {paired[0].snapshot_id} ({paired[1]})"
-        try:
-            relation = with_reference(
-                con,
-                control,
-                snapshot.relation(types=types[snapshot.snapshot_id]),
-                ReferenceSnapshot(*paired),
-            )
-            query = control.compile(relation, sample_size)
-            results[snapshot.snapshot_id] = con.execute(query.sql, query.params).fetchone()
-        except SnapshotError as error:
-            unusable[snapshot.snapshot_id] = str(error)
-        except duckdb.Error as error:
-            unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
     return results, pairs
 
 

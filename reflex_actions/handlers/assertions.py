@@ -181,12 +181,13 @@ def _row_counts(result: ControlResult) -> dict[str, str]:
 
 
 def _checked_against(result: ControlResult) -> str:
+    """The incident's paragraph on the parent snapshot it was checked against, if any."""
     reference = result.reference
     if reference is None:
         return ""
     return (
-        f"Checked against {display_name(reference.dataset)} snapshot {reference.snapshot_id} "
-        f"({reference.chosen})."
+        f"\n\nChecked against {display_name(reference.dataset)} snapshot "
+        f"{reference.snapshot_id} ({reference.chosen})."
     )
 
 
@@ -215,7 +216,7 @@ def record_recurrence(
             f"{result.rows_scanned} row(s), {result.allowed_violations} allowed.\n\n"
             f"This is a recurrence of lesson '{lesson_title}' ({lesson.urn}), learned from "
             f"incident {lesson.incident}.\n\nWorst offenders:\n{sample or '- (none sampled)'}"
-            + (f"\n\n{_checked_against(result)}" if result.reference else "")
+            + _checked_against(result)
             + (f"\n\n{extra}" if extra else "")
         )
         stamp = AuditStampClass(time=timestamp_ms, actor=actor)

@@ -6,16 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from reflex_actions.backtest import load_history
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.demo.estate import dataset_urn
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.lessons.facts import dated_failures
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 from tests.conftest import write_snapshot
-from tests.loop.store import active_incident, write_estate_snapshot
+from tests.loop.store import active_incident, demo_with_resolved, write_estate_snapshot
 
 INCIDENT = "urn:li:incident:orders-null-customer"
 ORDERS = dataset_urn("sales.orders")
@@ -59,18 +55,14 @@ def test_an_unlabelled_history_is_read_by_the_incidents_date(tmp_path: Path) -> 
         "2026-09-15": ["c7"],
     }.items():
         write_customers(folder / f"{day}.parquet", customers)
-    demo = Demo(workdir, say=lambda _: None)
+    incident = active_incident(
+        INCIDENT,
+        ORDERS,
+        "Orders without a customer in sales.orders",
+        "On 2026-09-14 checkout wrote orders whose customer_id was NULL.",
+    )
+    demo = demo_with_resolved(workdir, incident, "Backfilled the customers.")
     try:
-        incident = active_incident(
-            INCIDENT,
-            ORDERS,
-            "Orders without a customer in sales.orders",
-            "On 2026-09-14 checkout wrote orders whose customer_id was NULL.",
-        )
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), incident])
-        demo.react()
-        resolve_incident(demo.catalog, INCIDENT, "Backfilled the customers.", STEWARD)
-        demo.react()
         lesson = demo.lesson(INCIDENT)
         assert lesson.dated_failures == ["2026-09-14"]
         assert lesson.control is not None and lesson.control["field"] == "customer_id"

@@ -16,14 +16,11 @@ import yaml
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 
 from reflex_actions.backtest import backtest, load_history
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import STEWARD, Demo
+from reflex_actions.demo.run import Demo
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds import registered_kinds
@@ -39,6 +36,7 @@ from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
     active_incident,
+    demo_with_resolved,
     incidents_b,
     land,
     store_of,
@@ -505,12 +503,7 @@ def resolved_currency_incident(workdir: Path) -> Demo:
             write_currencies(folder / f"{snapshot_id}.parquet", name, currencies)
     labels = {"failures": [{"snapshot": "2026-09-14", "incident": CURRENCY_INCIDENT}]}
     (workdir / "snapshots" / "finance.payments" / "labels.yaml").write_text(yaml.safe_dump(labels))
-    demo = Demo(workdir, say=lambda _: None)
-    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), currency_incident()])
-    demo.react()
-    resolve_incident(demo.catalog, CURRENCY_INCIDENT, CURRENCY_NOTE, STEWARD)
-    demo.react()
-    return demo
+    return demo_with_resolved(workdir, currency_incident(), CURRENCY_NOTE)
 
 
 def landed_currencies(demo: Demo, dataset: str, currencies: list[str | None]) -> None:

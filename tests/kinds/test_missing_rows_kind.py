@@ -15,14 +15,10 @@ from click.testing import CliRunner
 from datahub.metadata.schema_classes import AssertionRunEventClass
 
 from reflex_actions.backtest import backtest, load_history
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.demo.estate import dataset_urn
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds.missing_rows import MISSING_ROWS, discover_volume
@@ -34,6 +30,7 @@ from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
     active_incident,
+    demo_with_resolved,
     history,
     incidents_b,
     land,
@@ -231,21 +228,15 @@ def test_a_partial_load_closes_the_loop_on_another_dataset(tmp_path: Path) -> No
     (snapshots / "sales.orders" / "labels.yaml").write_text(
         yaml.safe_dump({"failures": [{"snapshot": "2026-09-14", "incident": PARTIAL}]})
     )
-    demo = Demo(workdir, say=lambda _: None)
+    incident = active_incident(
+        PARTIAL,
+        ORDERS,
+        "A partial load of sales.orders",
+        "On 2026-09-14 the loader timed out and half the rows never arrived.",
+    )
+    demo = demo_with_resolved(workdir, incident, "The loader now fails instead of committing.")
     store = store_of(workdir)
     try:
-        incident = active_incident(
-            PARTIAL,
-            ORDERS,
-            "A partial load of sales.orders",
-            "On 2026-09-14 the loader timed out and half the rows never arrived.",
-        )
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), incident])
-        demo.react()
-        resolve_incident(
-            demo.catalog, PARTIAL, "The loader now fails instead of committing.", STEWARD
-        )
-        demo.react()
         lesson = demo.lesson(PARTIAL)
         assert (lesson.failure_pattern, lesson.control) == (
             MISSING_ROWS,

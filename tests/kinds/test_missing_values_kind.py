@@ -16,14 +16,10 @@ from datahub.emitter.mcp import MetadataChangeProposalWrapper
 
 from reflex_actions.backtest import load_history
 from reflex_actions.backtest.history import History
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.demo.estate import DATASETS, dataset_urn
 from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds.missing_values import MISSING_VALUES
@@ -36,7 +32,14 @@ from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.kinds.conftest import ENTRY_POINT as EMPTY_TABLE_ENTRY_POINT
-from tests.loop.store import active_incident, incidents_b, land, store_of, stored_lesson
+from tests.loop.store import (
+    active_incident,
+    demo_with_resolved,
+    incidents_b,
+    land,
+    store_of,
+    stored_lesson,
+)
 from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
@@ -348,14 +351,9 @@ def test_missing_values_close_the_loop(tmp_path: Path) -> None:
             write_table(workdir / "snapshots" / name / f"{snapshot_id}.parquet", name, nulls)
         labels = {"failures": [{"snapshot": f, "incident": NULL_INCIDENT} for f in failures]}
         (workdir / "snapshots" / name / "labels.yaml").write_text(yaml.safe_dump(labels))
-    demo = Demo(workdir, say=lambda _: None)
+    demo = demo_with_resolved(workdir, null_accounts_incident(), NOTE)
     store = store_of(workdir)
     try:
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), null_accounts_incident()])
-        demo.react()
-        resolve_incident(demo.catalog, NULL_INCIDENT, NOTE, STEWARD)
-        demo.react()
-
         lesson = demo.lesson(NULL_INCIDENT)
         assert (lesson.failure_pattern, lesson.proposer.name) == (MISSING_VALUES, "deterministic")
         assert lesson.control == {

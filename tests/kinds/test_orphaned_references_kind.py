@@ -16,15 +16,12 @@ from click.testing import CliRunner
 from datahub.metadata.schema_classes import AssertionRunEventClass
 
 from reflex_actions.backtest import backtest, load_history
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import STEWARD, Demo
+from reflex_actions.demo.run import Demo
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ReferenceSnapshot, run_control
 from reflex_actions.handlers.assertions import assertion_urn
@@ -43,6 +40,7 @@ from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
     active_incident,
+    demo_with_resolved,
     history,
     incidents_b,
     land,
@@ -543,18 +541,13 @@ def resolved_orphan_incident(workdir: Path) -> Demo:
             )
     labels = {"failures": [{"snapshot": "2026-09-14", "incident": ORPHAN_INCIDENT}]}
     (workdir / "snapshots" / "sales.order_lines" / "labels.yaml").write_text(yaml.safe_dump(labels))
-    demo = Demo(workdir, say=lambda _: None)
     incident = active_incident(
         ORPHAN_INCIDENT,
         SALES_LINES,
         "Orphaned order lines in sales.order_lines",
         "Fulfilment found lines pointing at deleted orders after the nightly purge.",
     )
-    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), incident])
-    demo.react()
-    resolve_incident(demo.catalog, ORPHAN_INCIDENT, ORPHAN_NOTE, STEWARD)
-    demo.react()
-    return demo
+    return demo_with_resolved(workdir, incident, ORPHAN_NOTE)
 
 
 def land_order_ids(demo: Demo, name: str, order_ids: list[str | None], day: str) -> Path:

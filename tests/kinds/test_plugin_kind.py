@@ -17,18 +17,22 @@ import pytest
 import yaml
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 
-from reflex_actions.catalog.bootstrap import bootstrap_mcps
-from reflex_actions.catalog.steward import resolve_incident
 from reflex_actions.demo.estate import DATASETS, dataset_urn
 from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
-from reflex_actions.demo.metadata import estate_mcps
-from reflex_actions.demo.run import STEWARD, Demo
+from reflex_actions.demo.run import Demo
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds import ENTRY_POINT_GROUP
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.kinds.conftest import ENTRY_POINT
-from tests.loop.store import active_incident, incidents_b, land, store_of, stored_lesson
+from tests.loop.store import (
+    active_incident,
+    demo_with_resolved,
+    incidents_b,
+    land,
+    store_of,
+    stored_lesson,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 EMPTY_INCIDENT = "urn:li:incident:reflex-test-empty-revenue"
@@ -78,12 +82,7 @@ def resolved_empty_revenue(workdir: Path) -> Demo:
             write_table(workdir / "snapshots" / dataset / f"{snapshot_id}.parquet", dataset, rows)
         labels = {"failures": [{"snapshot": f, "incident": EMPTY_INCIDENT} for f in failures]}
         (workdir / "snapshots" / dataset / "labels.yaml").write_text(yaml.safe_dump(labels))
-    demo = Demo(workdir, say=lambda _: None)
-    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), empty_revenue_incident()])
-    demo.react()
-    resolve_incident(demo.catalog, EMPTY_INCIDENT, NOTE, STEWARD)
-    demo.react()
-    return demo
+    return demo_with_resolved(workdir, empty_revenue_incident(), NOTE)
 
 
 def landed(demo: Demo, dataset: str, rows: int) -> None:

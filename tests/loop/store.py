@@ -28,7 +28,9 @@ from datahub.metadata.schema_classes import (
     _Aspect,
 )
 
-from reflex_actions.catalog.steward import acting_as
+from reflex_actions.catalog.bootstrap import bootstrap_mcps
+from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.demo.run import STEWARD, Demo
 from reflex_actions.handlers.lesson_store import LESSON_PROPERTY
 from reflex_actions.lessons.model import Lesson
@@ -150,6 +152,17 @@ def replay_from_start(demo: Demo) -> None:
     offset = store_of(demo.workdir).with_name(STORE + ".reflex-offset")
     offset.unlink()
     demo.react()
+
+
+def demo_with_resolved(workdir: Path, incident: MetadataChangeProposalWrapper, note: str) -> Demo:
+    """The embedded store in ``workdir`` (whose snapshot histories are written) with the demo
+    estate and ``incident``, which the steward then resolves with ``note``."""
+    demo = Demo(workdir, say=lambda _: None)
+    demo.catalog.emit([*bootstrap_mcps(), *estate_mcps(), incident])
+    demo.react()
+    resolve_incident(demo.catalog, str(incident.entityUrn), note, STEWARD)
+    demo.react()
+    return demo
 
 
 def active_incident(
