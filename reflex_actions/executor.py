@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from reflex_actions.controls import Control
 from reflex_actions.errors import SnapshotNotFoundError, SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import Relation
+from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
 
 DEFAULT_SAMPLE_SIZE = 5
 #: The parameter a parent's snapshot is bound to beside the child's ``$snapshot``.
@@ -107,10 +107,12 @@ def run_control(
     connection: duckdb.DuckDBPyConnection | None = None,
     reference: ReferenceSnapshot | None = None,
     earlier_counts: Sequence[int] = (),
+    as_of_ms: int | None = None,
 ) -> ControlResult:
     """Evaluate ``control`` on the snapshot (against ``reference``, the parent's snapshot, for a
     control checked against another dataset; against ``earlier_counts``, oldest first, for one
-    judging volume); raise a SnapshotError if it cannot be evaluated."""
+    judging volume; as of ``as_of_ms``, for one judging age); raise a SnapshotError if it
+    cannot be evaluated."""
     started = time.perf_counter()
     snapshot = SnapshotFile.from_path(snapshot_path)
     con = connection or duckdb.connect()
@@ -119,21 +121,39 @@ def run_control(
         relation = replace(
             with_reference(con, control, snapshot.relation(types=types), reference),
             earlier_counts=recent_counts(control, earlier_counts),
+            as_of_ms=as_of_ms,
         )
         result = _evaluate(
             con, control, relation, str(snapshot.path), snapshot.snapshot_id, sample_size, started
         )
-        return result.model_copy(
-            update={
-                "reference": reference_used(control, reference),
-                "earlier_counts": list(relation.earlier_counts)
-                if control.earlier_counts_needed()
-                else None,
-            }
-        )
+        return result.model_copy(update={"reference": reference_used(control, reference)})
     finally:
         if connection is None:
             con.close()
+
+
+def run_control_on_recorded(
+    control: Control,
+    recorded: RecordedFacts,
+    snapshot_id: str,
+    *,
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+    earlier_counts: Sequence[int] = (),
+    as_of_ms: int | None = None,
+) -> ControlResult:
+    """Evaluate ``control`` on what DataHub records of a table (its profile's row count, its
+    last update, its schema), reading no data; raise a SnapshotError naming what is missing."""
+    started = time.perf_counter()
+    relation = Relation(
+        sql=NO_ROWS,
+        recorded=recorded,
+        earlier_counts=recent_counts(control, earlier_counts),
+        as_of_ms=as_of_ms,
+    )
+    with duckdb.connect() as con:
+        return _evaluate(
+            con, control, relation, f"<{snapshot_id}>", snapshot_id, sample_size, started
+        )
 
 
 def run_control_on_rows(
@@ -176,6 +196,7 @@ def _evaluate(
             f"cannot evaluate snapshot {snapshot}: {first_line(error)}"
         ) from None
     return ControlResult(
+        earlier_counts=list(relation.earlier_counts) if control.earlier_counts_needed() else None,
         control_type=control.type,
         control=control.describe(),
         snapshot=snapshot,

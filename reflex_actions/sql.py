@@ -19,6 +19,21 @@ def quote_identifier(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class RecordedFacts:
+    """What DataHub records about a table, so a control can be judged without reading its data:
+    ``datasetProfile.rowCount``, ``operation.lastUpdatedTimestamp`` and the ``schemaMetadata``
+    fields (name, type). Each is None when DataHub has none; a control needing it says so."""
+
+    row_count: int | None = None
+    last_updated_ms: int | None = None
+    columns: tuple[tuple[str, str], ...] | None = None
+
+
+#: The relation of a control judged on recorded facts alone: no rows.
+NO_ROWS = "SELECT NULL AS no_rows WHERE false"
+
+
+@dataclass(frozen=True)
 class Relation:
     """A table a control reads: a SELECT over snapshot file(s), with its bound parameters.
 
@@ -40,6 +55,10 @@ class Relation:
     earlier_counts: tuple[int, ...] = ()
     #: True when the reader reads every column as text (CSV): its types say nothing of the data
     text_only: bool = False
+    #: the time the control is judged at (epoch milliseconds), for a control judging age
+    as_of_ms: int | None = None
+    #: what the catalog records of the table, for a control judged on metadata alone
+    recorded: RecordedFacts | None = None
 
     def partition_select(self) -> str:
         """``"col", `` to lead a per-partition SELECT or GROUP BY list; empty when unpartitioned."""
