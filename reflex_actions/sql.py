@@ -26,7 +26,10 @@ class RecordedFacts:
 
     row_count: int | None = None
     last_updated_ms: int | None = None
-    columns: tuple[tuple[str, str], ...] | None = None
+    #: the ``schemaMetadata`` fields, each (name, ``nativeDataType`` or None, DataHub's type
+    #: class as ``catalog.translate.fields_of`` names it: "string", "number", "boolean", "date",
+    #: "time", "bytes", ... or None); the name is the simple field path
+    columns: tuple[tuple[str, str | None, str | None], ...] | None = None
 
 
 #: The relation of a control judged on recorded facts alone: no rows.

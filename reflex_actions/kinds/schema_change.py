@@ -4,10 +4,22 @@
 The control judges a snapshot's schema, not its rows: a violation is each contract column the
 snapshot lacks or holds in another type family, and (with ``allow_new_columns: false``) each
 column the contract does not list. Types compare by family (integer of every width, decimal of
-any precision, floating, string, boolean, date, timestamp, timestamp with time zone, binary), so
-``VARCHAR(64)`` -> ``VARCHAR`` or ``INTEGER`` -> ``BIGINT`` is no break; any other type is a
-family of its own. A missing column is a failed check, not schema drift: the control requires
-no column to be evaluable.
+any precision, floating, string, boolean, date, time, timestamp, timestamp with time zone,
+binary), so ``VARCHAR(64)`` -> ``VARCHAR`` or ``INTEGER`` -> ``BIGINT`` is no break; any other
+type is a family of its own. The family table also lists the platforms' names (Postgres's
+``character varying``, BigQuery's ``INT64``, Snowflake's ``NUMBER``, Avro's ``long``), so
+DESCRIBE's types, a contract's and DataHub's recorded ones are read by one table. A missing
+column is a failed check, not schema drift: the control requires no column to be evaluable.
+
+The schema DataHub records (``schemaMetadata``, ``Relation.recorded``) is judged by the same
+query without reading data: its fields' names and types are bound in place of DESCRIBE's. A
+field's ``nativeDataType`` decides its family where the table lists it and DataHub's type class
+agrees; otherwise the class decides (``string``, ``enum`` -> string, ``boolean``, ``date``,
+``time`` -> timestamp, ``bytes``, ``fixed`` -> binary), which also reads Avro's physical type
+under a logical one (a ``long`` that is a ``timestamp-millis``) as the logical type. The class
+``number`` does not say integer, decimal or floating, so it is a family of its own: a number
+of unknown native type confirms no numeric contract type (the sample shows what DataHub
+records). A field with neither type is present, its type unjudged.
 
 A CSV snapshot is read as text (every column VARCHAR), so its types say nothing of the data: on
 CSV a contract checks column names only (a typed contract is not broken by Reflex's own text
@@ -35,8 +47,12 @@ from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
-from reflex_actions.controls.base import MAX_LIST_ITEMS, validate_column_name
-from reflex_actions.errors import ControlSpecError, SnapshotError
+from reflex_actions.controls.base import (
+    MAX_COLUMN_NAME_CHARS,
+    MAX_LIST_ITEMS,
+    validate_column_name,
+)
+from reflex_actions.errors import ControlSpecError, SnapshotError, SnapshotNotFoundError
 from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
@@ -45,7 +61,7 @@ from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
-from reflex_actions.sql import CompiledQuery, Relation, indent
+from reflex_actions.sql import CompiledQuery, RecordedFacts, Relation, indent
 from reflex_actions.vocabulary import display_name
 
 SCHEMA_CHANGE = "schema_change"
@@ -55,32 +71,72 @@ MAX_TYPE_CHARS = 64
 #: A type name: words, optionally with a length or a precision and scale (``DECIMAL(18, 2)``).
 TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]*(?: [A-Z][A-Z0-9_]*)*(?:\(\d{1,5}(?:,\d{1,5})?\))?")
 
-#: The type families of the contract: a type whose name (without its length or precision) is
-#: listed here compares by its family; any other type is a family of its own.
+#: The type families: a type whose name (without its parameters) is listed here compares by its
+#: family; any other type is a family of its own. One table for DESCRIBE's types (DuckDB's
+#: names), a contract's and the native types DataHub records (the platforms' names: Postgres,
+#: BigQuery, Snowflake, Spark, Avro), so each is read alike. Snowflake's ``NUMBER(38,0)`` (its
+#: INTEGER) is a decimal, as DuckDB's ``DECIMAL(18,0)`` is.
 TYPE_FAMILIES: dict[str, tuple[str, ...]] = {
     "integer": (
         "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
         "UINTEGER", "UBIGINT", "UHUGEINT", "INT", "INT1", "INT2", "INT4", "INT8", "SHORT",
         "LONG", "SIGNED",
+        "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BYTEINT",
+        "SMALLSERIAL", "SERIAL", "BIGSERIAL",
     ),
-    "decimal": ("DECIMAL", "NUMERIC"),
-    "floating": ("FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"),
-    "string": ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR", "NVARCHAR"),
+    "decimal": ("DECIMAL", "NUMERIC", "DEC", "NUMBER", "BIGNUMERIC", "BIGDECIMAL"),
+    "floating": (
+        "FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8", "FLOAT32", "FLOAT64", "DOUBLE PRECISION",
+    ),
+    "string": (
+        "VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR", "NVARCHAR", "NCHAR", "CHARACTER",
+        "CHARACTER VARYING", "VARCHAR2", "NVARCHAR2", "CLOB",
+    ),
     "boolean": ("BOOLEAN", "BOOL"),
     "date": ("DATE",),
-    "timestamp": ("TIMESTAMP", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"),
-    "timestamp with time zone": ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"),
-    "binary": ("BLOB", "BYTEA", "BINARY", "VARBINARY"),
+    "time": ("TIME", "TIME WITHOUT TIME ZONE"),
+    "timestamp": (
+        "TIMESTAMP", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+        "TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP_NTZ", "DATETIME2",
+    ),
+    "timestamp with time zone": (
+        "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ",
+    ),
+    "binary": ("BLOB", "BYTEA", "BINARY", "VARBINARY", "BYTES"),
 }  # fmt: skip
 
+#: DataHub's type class of a field (as ``catalog.translate.fields_of`` names it) -> the family
+#: it stands for and the families a native type may refine it to. ``number`` stands for a
+#: family of its own: it may be an integer, a decimal or a floating type. A class not listed
+#: (``record``, ``array``, ``map``, ``union``, ``null``) leaves the native type to decide.
+TYPE_CLASS_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "string": ("string", ("string",)),
+    "enum": ("string", ("string",)),
+    "boolean": ("boolean", ("boolean",)),
+    "date": ("date", ("date",)),
+    "time": ("timestamp", ("time", "timestamp", "timestamp with time zone")),
+    "bytes": ("binary", ("binary",)),
+    "fixed": ("binary", ("binary",)),
+    "number": ("number", ("integer", "decimal", "floating")),
+}
+
 _FAMILY_OF = {name: family for family, names in TYPE_FAMILIES.items() for name in names}
+#: A type's parameters (a length, a precision and scale), which its family ignores; the same
+#: pattern in Python and in the SQL.
+TYPE_PARAMETERS = r"\([^()]*\)"
+
+
+def written_as_type(value: str) -> str:
+    """A type as a contract writes it: upper case, single spaces, none around a comma or
+    before a parenthesis (``decimal (18, 2)`` -> ``DECIMAL(18,2)``)."""
+    normal = re.sub(r"\s*,\s*", ",", re.sub(r"\s+", " ", value.strip().upper()))
+    return normal.replace(" (", "(")
 
 
 def type_name(value: str) -> str:
     """A contract's type name, upper case with single spaces; raise ValueError naming it when
     it is not a type name."""
-    normal = re.sub(r"\s*,\s*", ",", re.sub(r"\s+", " ", value.strip().upper()))
-    normal = normal.replace(" (", "(")
+    normal = written_as_type(value)
     if len(normal) > MAX_TYPE_CHARS or not TYPE_NAME.fullmatch(normal):
         raise ValueError(
             f"type {excerpt(value)} is not a type name (e.g. BIGINT, VARCHAR, DECIMAL(18,2)) "
@@ -91,17 +147,65 @@ def type_name(value: str) -> str:
 
 def type_family_of(type_text: str) -> str:
     """The family a type compares by (the Python twin is only for drafting; SQL decides runs)."""
-    base = re.sub(r"\(.*\)$", "", type_text.upper()).strip()
+    base = re.sub(TYPE_PARAMETERS, "", type_text.upper()).strip()
     return _FAMILY_OF.get(base, type_text.upper())
+
+
+def _sql_list(names: tuple[str, ...]) -> str:
+    return f"[{', '.join(repr(name) for name in names)}]"
 
 
 def _family_values() -> str:
     """The family table as SQL VALUES rows, one per family: constants of this module, never
     user input."""
     return ",\n".join(
-        f"('{family}', [{', '.join(repr(name) for name in names)}])"
-        for family, names in TYPE_FAMILIES.items()
+        f"('{family}', {_sql_list(names)})" for family, names in TYPE_FAMILIES.items()
     )
+
+
+def _class_values() -> str:
+    """The type-class table as SQL VALUES rows: constants of this module, never user input."""
+    return ",\n".join(
+        f"('{type_class}', '{family}', {_sql_list(refined_by)})"
+        for type_class, (family, refined_by) in TYPE_CLASS_FAMILIES.items()
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and "...": longer than any contract name or
+    type may be, so a cut value never equals one, and a sample never carries megabytes."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _recorded_fields(recorded: RecordedFacts) -> dict[str, list[str | None]]:
+    """The recorded schema's fields as the bound lists the query reads in place of DESCRIBE:
+    names and classes bounded, native types written as a contract writes types (a type longer
+    than a contract's may be is no type the family table lists; it is cut). A name DataHub
+    records twice (a union's branches share a simple path) is judged by its first field."""
+    if not recorded.columns:
+        raise SnapshotNotFoundError(
+            "DataHub records no schema (schemaMetadata fields) for this dataset: "
+            "its columns cannot be judged without reading its data"
+        )
+    fields: dict[str, tuple[str | None, str | None]] = {}
+    for name, native_type, type_class in recorded.columns:
+        fields.setdefault(
+            _cut(name, MAX_COLUMN_NAME_CHARS),
+            (
+                None if native_type is None else written_as_type(_cut(native_type, MAX_TYPE_CHARS)),
+                None if type_class is None else _cut(type_class, MAX_TYPE_CHARS),
+            ),
+        )
+    return {
+        "recorded_names": list(fields),
+        "recorded_types": [native for native, _ in fields.values()],
+        "recorded_classes": [type_class for _, type_class in fields.values()],
+    }
+
+
+def _base_type(column: str) -> str:
+    """SQL: the type in ``column`` without its parameters, the name the family table lists."""
+    return f"trim(regexp_replace({column}, '{TYPE_PARAMETERS}', '', 'g'))"
 
 
 class SchemaContractControl(Control):
@@ -138,19 +242,32 @@ class SchemaContractControl(Control):
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """The snapshot's columns as DuckDB describes them, joined by name to the contract's,
-        both typed by family; one snapshot at a time, as a relation over many files has their
-        union of columns, not each one's."""
+        """The snapshot's columns as DuckDB describes them (or the fields DataHub records of
+        the table, bound, reading no rows), joined by name to the contract's, both typed by
+        family; one snapshot at a time, as a relation over many files has their union of
+        columns, not each one's."""
         if relation.partition_column:
             raise ControlSpecError(
                 f"{self.type} judges one snapshot's schema at a time; "
                 "a relation over several snapshots has only their union of columns"
             )
+        recorded: dict[str, list[str | None]] = {}
+        if relation.recorded is not None:
+            recorded = _recorded_fields(relation.recorded)
+            found = """SELECT
+        unnest($recorded_names::VARCHAR[]) AS name,
+        unnest($recorded_types::VARCHAR[]) AS type,
+        unnest($recorded_classes::VARCHAR[]) AS type_class"""
+            scanned = "0"
+        else:
+            found = """SELECT column_name AS name, column_type AS type, NULL::VARCHAR AS type_class
+    FROM (DESCRIBE snapshot)"""
+            scanned = "(SELECT count(*) FROM snapshot)"
         sql = f"""WITH snapshot AS NOT MATERIALIZED (
 {indent(relation.sql)}
 ),
 found AS (
-    SELECT column_name AS name, column_type AS type FROM (DESCRIBE snapshot)
+    {found}
 ),
 expected AS (
     SELECT unnest($column_names) AS name, unnest($column_types) AS type
@@ -159,33 +276,40 @@ type_families(family, type_names) AS (
     VALUES
 {indent(_family_values(), 8)}
 ),
+class_families(type_class, family, refined_by) AS (
+    VALUES
+{indent(_class_values(), 8)}
+),
 typed AS (
     SELECT
         coalesce(expected.name, found.name) AS name,
         expected.type AS expected,
-        found.type AS found,
+        coalesce(found.type, found.type_class) AS found,
+        found.name IS NOT NULL AS present,
         coalesce(expected_family.family, expected.type) AS expected_family,
-        coalesce(found_family.family, found.type) AS found_family
+        CASE
+            WHEN class_family.family IS NULL THEN coalesce(found_family.family, found.type)
+            WHEN list_contains(class_family.refined_by, found_family.family)
+                THEN found_family.family
+            ELSE class_family.family
+        END AS found_family
     FROM expected
     FULL JOIN found ON found.name = expected.name
     LEFT JOIN type_families AS expected_family
-        ON list_contains(
-            expected_family.type_names, regexp_replace(expected.type, '\\(.*\\)$', '')
-        )
+        ON list_contains(expected_family.type_names, {_base_type("expected.type")})
     LEFT JOIN type_families AS found_family
-        ON list_contains(
-            found_family.type_names, regexp_replace(found.type, '\\(.*\\)$', '')
-        )
+        ON list_contains(found_family.type_names, {_base_type("found.type")})
+    LEFT JOIN class_families AS class_family ON class_family.type_class = found.type_class
 ),
 broken AS (
     SELECT name, expected, found
     FROM typed
-    WHERE (expected IS NOT NULL AND found IS NULL)
+    WHERE (expected IS NOT NULL AND NOT present)
         OR (expected IS NOT NULL AND NOT $text_only AND found_family <> expected_family)
         OR (expected IS NULL AND NOT $allow_new_columns)
 )
 SELECT
-    (SELECT count(*) FROM snapshot)::BIGINT AS rows_scanned,
+    {scanned}::BIGINT AS rows_scanned,
     (SELECT count(*) FROM broken)::BIGINT AS violation_count,
     (SELECT (list(row(name, expected, found) ORDER BY name))[1:$sample_size]
         FROM broken) AS sample"""
@@ -196,6 +320,7 @@ SELECT
             "allow_new_columns": self.allow_new_columns,
             "text_only": relation.text_only,
             "sample_size": sample_size,
+            **recorded,
         }
         return CompiledQuery(sql=sql, params=params)
 
