@@ -230,6 +230,9 @@ class SchemaContractControl(Control):
         be evaluated (the executor refuses a snapshot missing a required column)."""
         return []
 
+    def judged_on_recorded(self) -> frozenset[str]:
+        return frozenset({"columns"})  # the schemaMetadata fields: no data read
+
     def dataset_fields(self) -> list[str]:
         return list(self.columns)
 
@@ -413,7 +416,8 @@ class SchemaChangeKind(LessonKind):
     pattern = SCHEMA_CHANGE
     title = "A breaking schema change"
     controls = (SchemaContractControl,)
-    triggers = frozenset({Trigger.LANDED_DATA})
+    #: a landed snapshot's schema, and a ``schemaMetadata`` change DataHub records
+    triggers = frozenset({Trigger.LANDED_DATA, Trigger.ASPECT_CHANGE})
     key_signals = False  # a schema contract protects columns whether or not they are keys
 
     def words(self, text: IncidentText) -> list[Evidence]:

@@ -15,6 +15,8 @@ import pytest
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.errors import SnapshotNotFoundError
 from reflex_actions.executor import run_control, run_control_on_recorded
+from reflex_actions.kinds import triggered_by
+from reflex_actions.kinds.base import Trigger
 from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
 from tests.conformance.control_cases import HOSTILE_NAMES
 
@@ -41,6 +43,12 @@ def value_judged(expected: str, native: str | None, type_class: str | None) -> A
     """A contract on ``id`` and ``value`` judged on a recorded ``value`` of the given types."""
     control = contract({"id": "VARCHAR", "value": expected})
     return judged(control, ("id", "text", "string"), ("value", native, type_class))
+
+
+def test_the_contract_is_evaluated_on_a_recorded_schema_change() -> None:
+    """A ``schemaMetadata`` change of a covered dataset evaluates the contract on its fields."""
+    assert triggered_by("schema_contract", Trigger.ASPECT_CHANGE)
+    assert contract(ORDERS_CONTRACT).judged_on_recorded() == {"columns"}
 
 
 def test_the_recorded_schema_matching_the_contract_passes_reading_no_rows() -> None:
