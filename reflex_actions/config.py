@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
 from reflex_actions.lessons.llm import LlmConfig
 from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.times import parse_duration
 
 #: the actor GMS records for system-client and (with metadata-service auth off) tokenless writes
 DATAHUB_SYSTEM_ACTOR = "urn:li:corpuser:__datahub_system"
@@ -49,6 +50,26 @@ class LandingConfig(_Strict):
     locator: str | None = None
 
 
+class ScheduleConfig(_Strict):
+    """How often the controls that time alone can fail (stale data) are judged: beside Kafka
+    by a timer in the action, on the embedded store on the source's idle ticks, or from cron
+    with ``datahub-reflex evaluate --due``. Unset: never on a schedule."""
+
+    #: a duration: 15m, 1h, 1d
+    interval: str | None = None
+
+    @field_validator("interval")
+    @classmethod
+    def _a_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)  # a TimeFormatError is a ValueError naming the problem
+        return value
+
+    @property
+    def interval_seconds(self) -> int | None:
+        return parse_duration(self.interval) if self.interval else None
+
+
 class BacktestConfig(_Strict):
     sample_size: int = Field(default=DEFAULT_SAMPLE_SIZE, ge=0)
     memory_limit: str = DEFAULT_MEMORY_LIMIT
@@ -73,6 +94,7 @@ class ReflexConfig(_Strict):
     landing: LandingConfig = LandingConfig()
     similarity: SimilarityConfig = SimilarityConfig()
     backtest: BacktestConfig = BacktestConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
 
     def catalog_store(self) -> str:
         return self.catalog or ("lite" if self.store is not None else "datahub")

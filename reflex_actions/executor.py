@@ -12,7 +12,12 @@ import duckdb
 from pydantic import BaseModel
 
 from reflex_actions.controls import Control
-from reflex_actions.errors import SnapshotNotFoundError, SnapshotUnreadableError, first_line
+from reflex_actions.errors import (
+    ControlSpecError,
+    SnapshotNotFoundError,
+    SnapshotUnreadableError,
+    first_line,
+)
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
 
@@ -96,6 +101,9 @@ class ControlResult(BaseModel):
     #: the earlier row counts it was judged against, oldest first; None for a control that
     #: judges none (see ``Control.earlier_counts_needed``)
     earlier_counts: list[int] | None = None
+    #: what a control judging the whole table measured, pass or fail (a freshness control's
+    #: age and bound, a volume control's count and bounds); None for controls reporting none
+    measures: dict[str, Any] | None = None
     elapsed_ms: float
 
 
@@ -114,6 +122,12 @@ def run_control(
     judging volume; as of ``as_of_ms``, for one judging age); raise a SnapshotError if it
     cannot be evaluated."""
     started = time.perf_counter()
+    if not control.reads_data():
+        raise ControlSpecError(
+            f"{control.describe()} is judged on what DataHub records of the dataset, not on a "
+            "snapshot's rows: it runs on the catalog (datahub-reflex evaluate)"
+        )
+    _check_as_of(control, as_of_ms)
     snapshot = SnapshotFile.from_path(snapshot_path)
     con = connection or duckdb.connect()
     try:
@@ -144,6 +158,7 @@ def run_control_on_recorded(
     """Evaluate ``control`` on what DataHub records of a table (its profile's row count, its
     last update, its schema), reading no data; raise a SnapshotError naming what is missing."""
     started = time.perf_counter()
+    _check_as_of(control, as_of_ms)
     relation = Relation(
         sql=NO_ROWS,
         recorded=recorded,
@@ -154,6 +169,11 @@ def run_control_on_recorded(
         return _evaluate(
             con, control, relation, f"<{snapshot_id}>", snapshot_id, sample_size, started
         )
+
+
+def _check_as_of(control: Control, as_of_ms: int | None) -> None:
+    if control.judged_as_of and as_of_ms is None:
+        raise ControlSpecError(f"{control.describe()} is judged as of a time, and none was given")
 
 
 def run_control_on_rows(
@@ -190,7 +210,9 @@ def _evaluate(
 ) -> ControlResult:
     query = control.compile(relation, sample_size=sample_size)
     try:
-        rows_scanned, violation_count, sample = con.execute(query.sql, query.params).fetchone()
+        rows_scanned, violation_count, sample, *measures = con.execute(
+            query.sql, query.params
+        ).fetchone()
     except duckdb.Error as error:
         raise SnapshotUnreadableError(
             f"cannot evaluate snapshot {snapshot}: {first_line(error)}"
@@ -207,5 +229,6 @@ def _evaluate(
         allowed_violations=control.allowed_violations(rows_scanned),
         rows_scanned=rows_scanned,
         sample=[control.sample_row(row) for row in sample or []],
+        measures=control.sample_row(measures[0]) if measures else None,
         elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
     )

@@ -80,7 +80,9 @@ class CompiledQuery:
     """A control compiled against a relation.
 
     The query returns the columns ``rows_scanned``, ``violation_count`` and ``sample`` (a list of
-    row tuples, worst offenders first), preceded by the partition column when there is one.
+    row tuples, worst offenders first), preceded by the partition column when there is one. A
+    control judging the whole table may return a fourth, ``measures``: one row tuple, read like
+    a sample row, of what it measured whether it passed or not (an age, a count and bounds).
     """
 
     sql: str

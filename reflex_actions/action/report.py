@@ -188,6 +188,9 @@ class WriteCountingCatalog(Catalog):
     def datasets_by_owner(self, owner_urn: str) -> list[str]:
         return self.inner.datasets_by_owner(owner_urn)
 
+    def terms_under(self, node_urn: str) -> list[str]:
+        return self.inner.terms_under(node_urn)
+
     def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
         self.writes += len(mcps)
         self.inner.emit(mcps)

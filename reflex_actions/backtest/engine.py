@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 
-from reflex_actions.backtest.history import FailureLabel, History
+from reflex_actions.backtest.history import FailureLabel, History, last_changed_ms
 from reflex_actions.backtest.metrics import (
     BacktestReport,
     DatasetBacktest,
@@ -23,6 +23,7 @@ from reflex_actions.errors import SnapshotError, first_line
 from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.snapshots import SnapshotFile, files_relation
+from reflex_actions.sql import RecordedFacts
 
 DEFAULT_SAMPLE_SIZE = 3
 #: DuckDB spills aggregates to disk beyond this, keeping a backtest's memory bounded.
@@ -31,7 +32,8 @@ DEFAULT_MEMORY_LIMIT = "768MB"
 #: Called with (dataset, fraction done of its query) while a long query runs.
 ProgressCallback = Callable[[str, float], None]
 
-RawRow = tuple[int, int, list[tuple[Any, ...]] | None]
+#: rows_scanned, violation_count, sample (and, for a control reporting them, its measures)
+RawRow = tuple[Any, ...]
 
 
 def backtest(
@@ -114,7 +116,7 @@ def _backtest_history(
             unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
     elif target is not None or control.one_snapshot_at_a_time or control.earlier_counts_needed():
         raw, checked_against = _evaluate_one_by_one(
-            con, control, evaluable, types, sample_size, parent, unusable
+            con, control, history, evaluable, types, sample_size, parent, unusable
         )
     else:
         shared = _shared_types(control, [types[s.snapshot_id] for s in evaluable])
@@ -198,6 +200,7 @@ def _evaluate(
 def _evaluate_one_by_one(
     con: duckdb.DuckDBPyConnection,
     control: Control,
+    history: History,
     snapshots: list[SnapshotFile],
     types: dict[str, dict[str, str]],
     sample_size: int,
@@ -207,12 +210,22 @@ def _evaluate_one_by_one(
     """Raw results of a control judged one snapshot at a time, in id (time) order, as landing
     runs would have seen them: each against the row counts of the evaluable snapshots before it
     (a control judging volume) and, for a referencing control, against its paired snapshot of
-    the ``parent`` history (a child snapshot with none to pair is not evaluable); and which
-    parent snapshot each was paired with."""
+    the ``parent`` history (a child snapshot with none to pair is not evaluable), and as of
+    the time it was taken for a control judged as of a time (with the dataset's last update
+    replayed from the history: the first of the snapshots since its content last changed);
+    and which parent snapshot each was paired with."""
     results: dict[str, RawRow] = {}
     pairs: dict[str, str] = {}
     counts: list[int] = []
+    last_updates = last_changed_ms(history) if control.judged_as_of else {}
     for snapshot in snapshots:
+        as_of = history.as_of_ms(snapshot.snapshot_id) if control.judged_as_of else None
+        if control.judged_as_of and as_of is None:
+            unusable[snapshot.snapshot_id] = (
+                f"snapshot id {snapshot.snapshot_id!r} is not a time and labels.yaml gives no "
+                "snapshot_times entry for it: it cannot be judged as of when it was taken"
+            )
+            continue
         paired = None
         if parent is not None:
             paired = parent.snapshot_for(snapshot.snapshot_id)
@@ -231,6 +244,10 @@ def _evaluate_one_by_one(
                     ReferenceSnapshot(*paired) if paired else None,
                 ),
                 earlier_counts=recent_counts(control, counts),
+                as_of_ms=as_of,
+                recorded=RecordedFacts(last_updated_ms=last_updates.get(snapshot.snapshot_id))
+                if control.judged_as_of and not control.reads_data()
+                else None,
             )
             query = control.compile(relation, sample_size)
             raw = con.execute(query.sql, query.params).fetchone()
@@ -257,7 +274,7 @@ def _run_partitioned(
     relation = replace(files_relation(snapshots, control.required_columns()), types=types)
     query = control.compile(relation, sample_size)
     rows = _execute(con, query.sql, query.params, dataset, progress)
-    by_path = {path: (scanned, violations, sample) for path, scanned, violations, sample in rows}
+    by_path = {row[0]: tuple(row[1:]) for row in rows}
     results = {s.snapshot_id: by_path[s.read_path] for s in snapshots if s.read_path in by_path}
     # A file with no rows yields no group; whether an empty table is a failure is the control's
     # to say (a row count says yes), so it is evaluated alone, as a landing run would.
@@ -320,7 +337,7 @@ def _outcome(
     if raw is None:
         reason = unusable.get(snapshot.snapshot_id, "not evaluated")
         return SnapshotOutcome(**common, evaluable=False, reason=reason, verdict="not_evaluable")
-    rows_scanned, violation_count, sample = raw
+    rows_scanned, violation_count, sample, *measures = raw
     flagged = violation_count > control.allowed_violations(rows_scanned)
     return SnapshotOutcome(
         **common,
@@ -329,6 +346,7 @@ def _outcome(
         violation_count=violation_count,
         rows_scanned=rows_scanned,
         sample=[control.sample_row(row) for row in sample or []],
+        measures=control.sample_row(measures[0]) if measures else None,
         verdict=SnapshotOutcome.verdict_for(flagged, label is not None),
     )
 

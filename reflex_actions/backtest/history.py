@@ -6,6 +6,7 @@ Layout (DESIGN.md §5)::
       2026-09-01.parquet        # snapshot id = file name without extension
       2026-09-02.csv
       labels.yaml               # failures: [2026-09-02, {snapshot: .., incident: urn:..}]
+                                # snapshot_times: {run-17: 2026-09-14T06:00Z} (optional)
 
 Snapshots not named in ``labels.yaml`` count as normal; a history without ``labels.yaml`` has no
 labelled failures. A label may name the lesson kind of its failure (``kind: missing_values``):
@@ -14,18 +15,20 @@ for the controls of another kind that snapshot counts as normal.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass, replace
+import hashlib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
+from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml
 from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.snapshots import FILE_COLUMN, FORMATS_BY_SUFFIX, SnapshotFile, files_relation
 from reflex_actions.sql import quote_identifier
+from reflex_actions.times import TimeFormatError, parse_instant
 
 LABELS_FILE = "labels.yaml"
 #: Longest labels file read (characters): a failure label takes a line, so years of them fit.
@@ -58,6 +61,23 @@ class Labels(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     failures: list[FailureLabel] = Field(default_factory=list)
+    #: when each snapshot was taken (ISO 8601, no zone = UTC), for ids that are not times
+    snapshot_times: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("snapshot_times", mode="before")
+    @classmethod
+    def _times_as_text(cls, value: object) -> object:
+        # YAML reads unquoted ids and times as dates and datetimes; both are text here.
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return {
+                str(key) if isinstance(key, date | int) else key: (
+                    item.isoformat() if isinstance(item, date) else item
+                )
+                for key, item in value.items()
+            }
+        return value
 
     @field_validator("failures", mode="before")
     @classmethod
@@ -77,6 +97,19 @@ class History:
     folder: Path
     snapshots: tuple[SnapshotFile, ...]
     labels: dict[str, FailureLabel]
+    #: snapshot id -> when it was taken (epoch ms), from ``labels.yaml`` ``snapshot_times``
+    snapshot_times: Mapping[str, int] = field(default_factory=dict)
+
+    def as_of_ms(self, snapshot_id: str) -> int | None:
+        """When a snapshot was taken: its ``snapshot_times`` entry, else its id read as a time
+        (a date alone is the end of that day: a daily snapshot holds the day's data); None
+        when neither tells."""
+        if snapshot_id in self.snapshot_times:
+            return self.snapshot_times[snapshot_id]
+        try:
+            return parse_instant(snapshot_id, date_is_end_of_day=True)
+        except TimeFormatError:
+            return None
 
     def snapshots_with(
         self, con: duckdb.DuckDBPyConnection, columns: list[str]
@@ -170,7 +203,20 @@ def load_history(folder: str | Path, dataset: str | None = None) -> History:
         folder=root,
         snapshots=snapshots,
         labels={label.snapshot: label for label in labels.failures},
+        snapshot_times=_snapshot_times(labels, labels_path),
     )
+
+
+def _snapshot_times(labels: Labels, path: Path) -> dict[str, int]:
+    times = {}
+    for snapshot_id, text in labels.snapshot_times.items():
+        try:
+            times[snapshot_id] = parse_instant(text)
+        except TimeFormatError as error:
+            raise HistoryError(
+                f"invalid {path}: snapshot_times.{excerpt(snapshot_id)}: {error}"
+            ) from None
+    return times
 
 
 #: The share of a history's normal snapshots, earliest first, that a kind may learn from.
@@ -251,3 +297,28 @@ def row_counts(history: History) -> dict[str, int]:
     by_path = dict(rows)
     # an empty file yields no group: it holds 0 rows
     return {s.snapshot_id: int(by_path.get(s.read_path, 0)) for s in usable}
+
+
+def last_changed_ms(history: History) -> dict[str, int]:
+    """Each timed snapshot's last update, replayed from the history as DataHub's operation
+    timeline would record it: the time of the first snapshot since the content last changed
+    (byte-identical files are one state; an unreadable file is a change)."""
+    updates: dict[str, int] = {}
+    previous: tuple[str | None, int] | None = None
+    for snapshot in history.snapshots:
+        as_of = history.as_of_ms(snapshot.snapshot_id)
+        if as_of is None:
+            continue
+        digest = _digest(snapshot.path)
+        if previous is None or digest is None or digest != previous[0]:
+            previous = (digest, as_of)
+        updates[snapshot.snapshot_id] = previous[1]
+    return updates
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        with path.open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None

@@ -46,6 +46,9 @@ class SnapshotOutcome(BaseModel):
     violation_count: int | None = None
     rows_scanned: int | None = None
     sample: list[dict[str, Any]] = []
+    #: what a control judging the whole table measured, pass or fail (e.g. a freshness
+    #: control's age and bound); None for controls that report none
+    measures: dict[str, Any] | None = None
     reason: str | None = None
     #: the other dataset's snapshot it was checked against, and how that was chosen (a
     #: referencing control's child snapshot: "2026-09-14 (the same snapshot id)")

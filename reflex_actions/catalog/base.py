@@ -114,6 +114,11 @@ class Catalog(ABC):
     @abstractmethod
     def datasets_by_owner(self, owner_urn: str) -> list[str]: ...
 
+    @abstractmethod
+    def terms_under(self, node_urn: str) -> list[str]:
+        """Glossary terms whose ``glossaryTermInfo.parentNode`` is ``node_urn`` (e.g. every
+        lesson, for a scheduled evaluation of their controls)."""
+
     # --- writes --------------------------------------------------------------------------------
     @abstractmethod
     def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:

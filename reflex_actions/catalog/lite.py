@@ -203,6 +203,14 @@ class LiteCatalog(Catalog):
     def datasets_by_owner(self, owner_urn: str) -> list[str]:
         return self._lookup("owner", owner_urn)
 
+    def terms_under(self, node_urn: str) -> list[str]:
+        rows = self._db.execute(
+            "SELECT urn FROM metadata_aspect_v2 WHERE aspect_name = 'glossaryTermInfo'"
+            " AND version = 0 AND json_extract(metadata, '$.parentNode') = ? ORDER BY urn",
+            [node_urn],
+        ).fetchall()
+        return [row[0] for row in rows]
+
     # --- index maintenance ---------------------------------------------------------------------
     def _refresh_index(self) -> None:
         """Index the aspects written since the last refresh (by any process)."""

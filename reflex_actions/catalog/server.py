@@ -160,9 +160,11 @@ class ServerCatalog(Catalog):
             return sorted({entity.urn for entity in related})
 
     # --- candidate lookups: filters on the server's search index --------------------------------
-    def _search(self, what: str, **filters: Any) -> list[str]:
-        with self._talking(f"search datasets by {what}"):
-            return sorted(set(self._graph.get_urns_by_filter(entity_types=["dataset"], **filters)))
+    def _search(self, what: str, entity_type: str = "dataset", **filters: Any) -> list[str]:
+        with self._talking(f"search {entity_type}s by {what}"):
+            return sorted(
+                set(self._graph.get_urns_by_filter(entity_types=[entity_type], **filters))
+            )
 
     def datasets_by_domain(self, domain_urn: str) -> list[str]:
         return self._search(
@@ -190,6 +192,13 @@ class ServerCatalog(Catalog):
     def datasets_by_owner(self, owner_urn: str) -> list[str]:
         return self._search(
             f"owner {owner_urn}", extraFilters=[_rule("owners", "EQUAL", owner_urn)]
+        )
+
+    def terms_under(self, node_urn: str) -> list[str]:
+        return self._search(
+            f"parent node {node_urn}",
+            "glossaryTerm",
+            extraFilters=[_rule("parentNode", "EQUAL", node_urn)],
         )
 
     # --- writes --------------------------------------------------------------------------------

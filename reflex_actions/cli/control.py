@@ -21,6 +21,7 @@ from reflex_actions.executor import (
 )
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import SHOWN_RELATION
+from reflex_actions.times import now_ms, parse_instant
 
 #: Parameters bound to files at run time, not shown as values.
 FILE_PARAMETERS = {"snapshot", REFERENCE_PARAMETER}
@@ -68,6 +69,10 @@ def compile_command(spec: Path, as_json: bool) -> None:
     "that judges a count against them; without them it judges on its absolute bounds alone.",
 )
 @click.option(
+    "--as-of",
+    help="The time a control judging age is judged at (ISO 8601; no zone = UTC); default now.",
+)
+@click.option(
     "--sample-size", default=DEFAULT_SAMPLE_SIZE, show_default=True, type=click.IntRange(0)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -77,6 +82,7 @@ def run_command(
     snapshot: Path,
     reference: Path | None,
     baseline_counts: str | None,
+    as_of: str | None,
     sample_size: int,
     as_json: bool,
 ) -> None:
@@ -92,6 +98,7 @@ def run_command(
         sample_size=sample_size,
         reference=parent,
         earlier_counts=_counts(baseline_counts),
+        as_of_ms=now_ms() if as_of is None else parse_instant(as_of),
     )
     if as_json:
         print_json(result.model_dump(mode="json"))
@@ -131,5 +138,7 @@ def _print_result(result: ControlResult) -> None:
             f"      checked against {result.reference.snapshot} "
             f"({result.reference.snapshot_id}, {result.reference.chosen})"
         )
+    if result.measures is not None:
+        click.echo(f"      measured {result.measures}")
     for row in result.sample:
         click.echo(f"      - {row}")

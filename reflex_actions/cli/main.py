@@ -18,6 +18,7 @@ COMMANDS = {
     "load": "reflex_actions.cli.catalog:load_command",
     "steward": "reflex_actions.cli.catalog:steward",
     "demo": "reflex_actions.cli.catalog:demo_command",
+    "evaluate": "reflex_actions.cli.evaluate:evaluate_command",
 }
 
 

@@ -76,6 +76,9 @@ class Control(BaseModel, ABC):
     #: Whether it judges one snapshot at a time (e.g. a snapshot's own schema): a backtest
     #: then runs one query per snapshot instead of one over the whole history.
     one_snapshot_at_a_time: ClassVar[bool] = False
+    #: Whether its verdict depends on when it is judged (a table's age): its relation then
+    #: carries ``as_of_ms``, and time passing alone is reason to judge it again.
+    judged_as_of: ClassVar[bool] = False
 
     @abstractmethod
     def required_columns(self) -> list[str]:
@@ -92,6 +95,17 @@ class Control(BaseModel, ABC):
         """The other dataset's field this control is checked against, if any: its relation then
         carries that dataset's snapshot as ``reference``."""
         return None
+
+    def reads_data(self) -> bool:
+        """Whether it reads a snapshot's rows; False for one judged on what DataHub records
+        alone (e.g. a table's last update), which a landing has nothing to add to."""
+        return True
+
+    def judged_on_recorded(self) -> frozenset[str]:
+        """The facts DataHub records (fields of ``RecordedFacts``: ``row_count``,
+        ``last_updated_ms``, ``columns``) it can be judged on without reading data; a change
+        of the aspect holding one then evaluates it (e.g. a new ``datasetProfile``)."""
+        return frozenset()
 
     def earlier_counts_needed(self) -> int:
         """How many earlier row counts of the dataset this control judges against (its

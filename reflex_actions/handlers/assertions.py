@@ -122,8 +122,11 @@ def run_event_mcp(
     result: ControlResult | None,
     error: str | None,
     actor: str,
+    carried_counts: list[int] | None = None,
 ) -> MetadataChangeProposalWrapper:
-    """One execution of the control: SUCCESS, FAILURE, or ERROR when it could not run."""
+    """One execution of the control: SUCCESS, FAILURE, or ERROR when it could not run. An
+    ERROR run carries the earlier runs' row counts forward (``carried_counts``), so one
+    unreadable landing does not cost a volume control its baseline."""
     if result is None:
         outcome = AssertionResultClass(
             type=AssertionResultTypeClass.ERROR,
@@ -131,6 +134,7 @@ def run_event_mcp(
                 type=AssertionResultErrorTypeClass.SOURCE_QUERY_FAILED,
                 properties={"message": (error or "unknown error")[:2000]},
             ),
+            nativeResults={ROW_COUNTS: json.dumps(carried_counts)} if carried_counts else None,
         )
     else:
         outcome = AssertionResultClass(
@@ -147,6 +151,7 @@ def run_event_mcp(
                 "sample": json.dumps(result.sample, default=str)[:2000],
                 **_reference_results(result),
                 **_row_counts(result),
+                **_measures(result),
             },
         )
     event = AssertionRunEventClass(
@@ -178,6 +183,15 @@ def _row_counts(result: ControlResult) -> dict[str, str]:
         return {}
     counts = [*result.earlier_counts, result.rows_scanned][-MAX_ROW_COUNTS:]
     return {ROW_COUNTS: json.dumps(counts)}
+
+
+def _measures(result: ControlResult) -> dict[str, str]:
+    """What a table-level control measured (an age, a count and its bounds), as text."""
+    return {
+        f"measured_{name}": str(value)[:200]
+        for name, value in (result.measures or {}).items()
+        if value is not None
+    }
 
 
 def _checked_against(result: ControlResult) -> str:

@@ -139,8 +139,13 @@ def decide_and_apply(
 ) -> None:
     """What the router does with one event: the handler decides (reads, records directives),
     then the applier writes the whole decision; a failed decision writes nothing."""
+    decide_then_apply(ctx, lambda: handler(change, ctx))
+
+
+def decide_then_apply(ctx: HandlerContext, decide: Callable[[], None]) -> None:
+    """One decision, then its writes as one: ``decide`` reads and records directives."""
     ctx.out = Outbox()
     ctx.refusals.clear()
-    handler(change, ctx)
+    decide()
     decided, ctx.out = ctx.out, Outbox()  # nothing of this decision lingers for the next
     apply(decided.directives, ctx.catalog, ctx.config.service_actor)

@@ -1,16 +1,24 @@
-"""New data landed on a covered dataset: run its controls; a failure raises incident B."""
+"""Run a covered dataset's controls when something happens to it: new data landed (its
+``operation``), or DataHub recorded a new fact about it (a ``datasetProfile``, a
+``schemaMetadata``); a failure raises incident B. Every run ends with its run event."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from datahub.metadata.schema_classes import AssertionInfoClass, OperationClass
+from datahub.metadata.schema_classes import (
+    AssertionInfoClass,
+    DatasetProfileClass,
+    OperationClass,
+)
 
 from reflex_actions.backtest.history import row_counts
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.errors import ReflexError
-from reflex_actions.executor import run_control
+from reflex_actions.executor import ControlResult, run_control, run_control_on_recorded
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
     already_ran,
@@ -32,6 +40,8 @@ from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.sql import RecordedFacts
+from reflex_actions.times import iso
 from reflex_actions.vocabulary import COVERAGE
 
 logger = logging.getLogger(__name__)
@@ -82,9 +92,110 @@ def _earlier_counts(
     return counts
 
 
+@dataclass(frozen=True)
+class CoveredControl:
+    """A published lesson's control on one dataset, as its assertion holds it."""
+
+    lesson: Lesson
+    assertion: str
+    control: Control
+
+
+def covered_controls(
+    dataset_urn: str, ctx: HandlerContext, as_of: int, trigger: Trigger
+) -> Iterator[CoveredControl]:
+    """The controls covering the dataset (published by ``as_of``) that ``trigger`` evaluates."""
+    for lesson in published_lessons(dataset_urn, ctx, as_of=as_of):
+        covered = covered_control(lesson, dataset_urn, ctx)
+        if covered is not None and triggered_by(covered.control.type, trigger):
+            yield covered
+
+
+def covered_control(lesson: Lesson, dataset_urn: str, ctx: HandlerContext) -> CoveredControl | None:
+    assertion = assertion_urn(lesson.urn, dataset_urn)
+    info = ctx.catalog.get_aspect(assertion, AssertionInfoClass)
+    if info is None or CONTROL_PROPERTY not in (info.customProperties or {}):
+        logger.warning("lesson %s covers %s but its assertion is missing", lesson.urn, dataset_urn)
+        return None
+    return CoveredControl(
+        lesson, assertion, parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
+    )
+
+
+def record_run(
+    covered: CoveredControl,
+    dataset_urn: str,
+    ctx: HandlerContext,
+    *,
+    time_ms: int,
+    run_id: str,
+    result: ControlResult | None,
+    error: str | None,
+    incident_key: str | None = None,
+) -> None:
+    """Incident B when the control failed (keyed by ``incident_key``, else the run id), then
+    the run event, last: it marks the run as done (see already_ran)."""
+    actor = ctx.config.service_actor
+    if result is not None and not result.passed:
+        incident = record_recurrence(
+            ctx.catalog,
+            ctx.out,
+            covered.lesson,
+            lesson_title(covered.lesson, ctx),
+            covered.assertion,
+            dataset_urn,
+            incident_key or run_id,
+            result,
+            time_ms,
+            actor,
+        )
+        ctx.out.save_lesson(covered.lesson)
+        logger.info(
+            "incident %s raised on %s (lesson %s)", incident, dataset_urn, covered.lesson.urn
+        )
+    carried = (
+        row_counts_after(ctx.catalog, covered.assertion)
+        if result is None and covered.control.earlier_counts_needed()
+        else None
+    )
+    ctx.out.emit(
+        run_event_mcp(
+            covered.assertion, dataset_urn, time_ms, run_id, result, error, actor, carried
+        )
+    )
+
+
+def judge_recorded(
+    covered: CoveredControl,
+    dataset_urn: str,
+    recorded: RecordedFacts,
+    run_id: str,
+    ctx: HandlerContext,
+    *,
+    as_of_ms: int | None = None,
+) -> tuple[ControlResult | None, str | None]:
+    """The control judged on what DataHub records of the dataset, or why it could not be."""
+    try:
+        earlier = _earlier_counts(covered.control, covered.assertion, dataset_urn, ctx)
+        return run_control_on_recorded(
+            covered.control,
+            recorded,
+            run_id,
+            earlier_counts=earlier,
+            as_of_ms=as_of_ms,
+        ), None
+    except ReflexError as failure:
+        return None, str(failure)
+
+
 def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
-    lessons = published_lessons(change.urn, ctx, as_of=change.time_ms)
-    if not lessons:
+    """Data landed: run the controls that read it on the landed snapshot."""
+    covered = [
+        c
+        for c in covered_controls(change.urn, ctx, change.time_ms, Trigger.LANDED_DATA)
+        if c.control.reads_data()
+    ]
+    if not covered:
         return
     operation = change.typed(OperationClass)
     dataset = ctx.catalog.dataset(change.urn)
@@ -93,7 +204,6 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     if names_no_data(operation):
         logger.debug("operation on %s names no snapshot or partition: nothing to check", change.urn)
         return
-    actor = ctx.config.service_actor
     path: Path | None = None
     refused: str | None = None
     try:
@@ -103,44 +213,75 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     except SnapshotRefused as refusal:
         logger.warning("not running controls on %s: %s", change.urn, refusal)
         snapshot_id, refused = f"refused-{operation.timestampMillis}", str(refusal)
-    for lesson in lessons:
-        assertion = assertion_urn(lesson.urn, change.urn)
-        info = ctx.catalog.get_aspect(assertion, AssertionInfoClass)
-        if info is None or CONTROL_PROPERTY not in (info.customProperties or {}):
-            logger.warning(
-                "lesson %s covers %s but its assertion is missing", lesson.urn, change.urn
-            )
-            continue
-        control = parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
-        if not triggered_by(control.type, Trigger.LANDED_DATA) or already_ran(
-            ctx.catalog, assertion, operation.timestampMillis
-        ):
+    for item in covered:
+        if already_ran(ctx.catalog, item.assertion, operation.timestampMillis):
             continue
         result, error = None, refused
         if path is not None:
-            try:
-                parent = parent_snapshot(control, snapshot_id, ctx.config.landing, ctx.history_for)
-                earlier = _earlier_counts(control, assertion, change.urn, ctx)
-                result = run_control(control, path, reference=parent, earlier_counts=earlier)
-            except ReflexError as failure:  # corrupt or drifted snapshot: an ERROR run, no incident
-                error = str(failure)
-        if result is not None and not result.passed:
-            incident = record_recurrence(
-                ctx.catalog,
-                ctx.out,
-                lesson,
-                lesson_title(lesson, ctx),
-                assertion,
-                change.urn,
-                snapshot_id,
-                result,
-                operation.timestampMillis,
-                actor,
+            result, error = run_on_snapshot(
+                item, change.urn, path, snapshot_id, ctx, as_of_ms=operation.timestampMillis
             )
-            ctx.out.save_lesson(lesson)
-            logger.info("incident %s raised on %s (lesson %s)", incident, change.urn, lesson.urn)
-        # The run event goes last: it marks this landing as handled (see already_ran).
-        run = run_event_mcp(
-            assertion, change.urn, operation.timestampMillis, snapshot_id, result, error, actor
+        record_run(
+            item,
+            change.urn,
+            ctx,
+            time_ms=operation.timestampMillis,
+            run_id=snapshot_id,
+            result=result,
+            error=error,
         )
-        ctx.out.emit(run)
+
+
+def run_on_snapshot(
+    covered: CoveredControl,
+    dataset_urn: str,
+    path: Path,
+    snapshot_id: str,
+    ctx: HandlerContext,
+    *,
+    as_of_ms: int,
+) -> tuple[ControlResult | None, str | None]:
+    """The control run on a landed snapshot (against its parent's, and its earlier counts),
+    or why it could not be: a corrupt or drifted snapshot is an ERROR run, never incident B."""
+    try:
+        parent = parent_snapshot(covered.control, snapshot_id, ctx.config.landing, ctx.history_for)
+        earlier = _earlier_counts(covered.control, covered.assertion, dataset_urn, ctx)
+        result = run_control(
+            covered.control, path, reference=parent, earlier_counts=earlier, as_of_ms=as_of_ms
+        )
+    except ReflexError as failure:
+        return None, str(failure)
+    return result, None
+
+
+def on_profile(change: AspectChange, ctx: HandlerContext) -> None:
+    """DataHub recorded a profile: judge the controls that a row count settles, on its count."""
+    profile = change.typed(DatasetProfileClass)
+    if profile is None or profile.rowCount is None:
+        return
+    for item in covered_controls(change.urn, ctx, change.time_ms, Trigger.ASPECT_CHANGE):
+        if "row_count" in item.control.judged_on_recorded():
+            judge_profile(item, change.urn, profile, ctx)
+
+
+def judge_profile(
+    covered: CoveredControl, dataset_urn: str, profile: DatasetProfileClass, ctx: HandlerContext
+) -> None:
+    """One control judged on one profile's row count, once (a profile is judged at its time)."""
+    if profile.rowCount is None or already_ran(
+        ctx.catalog, covered.assertion, profile.timestampMillis
+    ):
+        return
+    run_id = f"profile-{iso(profile.timestampMillis)}"
+    result, error = judge_recorded(
+        covered, dataset_urn, RecordedFacts(row_count=profile.rowCount), run_id, ctx
+    )
+    record_run(
+        covered,
+        dataset_urn,
+        ctx,
+        time_ms=profile.timestampMillis,
+        run_id=run_id,
+        result=result,
+        error=error,
+    )

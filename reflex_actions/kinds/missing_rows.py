@@ -30,6 +30,7 @@ from reflex_actions.backtest.history import (
 )
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import MAX_COUNT, count_field
+from reflex_actions.errors import SnapshotNotFoundError
 from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
@@ -72,6 +73,9 @@ class VolumeControl(Control):
     def required_columns(self) -> list[str]:
         return []  # it counts rows, whatever their columns
 
+    def judged_on_recorded(self) -> frozenset[str]:
+        return frozenset({"row_count"})  # a profile's rowCount: no data read
+
     def earlier_counts_needed(self) -> int:
         return self.window if self.max_drop is not None else 0
 
@@ -94,28 +98,35 @@ class VolumeControl(Control):
         return lower, self.max_rows, median, rule
 
     def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """One count; the bounds are computed from the spec and the earlier counts, and bound.
+        """One count (the snapshot's, or the one its profile records); the bounds are computed
+        from the spec and the earlier counts, and bound.
         A failing run's sample is the judgement: the count, the earlier counts' median, the
         bounds and the rule that set them."""
         lower, upper, median, rule = self.bounds(relation.earlier_counts)
         partition = relation.partition_select()
+        counted = f"SELECT {partition}count(*)::BIGINT AS row_count\n    FROM snapshot"
+        if relation.recorded is not None:  # the profile's count: no data read
+            if relation.recorded.row_count is None:
+                raise SnapshotNotFoundError(
+                    "DataHub records no row count (datasetProfile.rowCount) for this dataset"
+                )
+            counted = "SELECT $recorded_row_count::BIGINT AS row_count"
         sql = f"""WITH snapshot AS (
 {indent(relation.sql)}
 ),
 counted AS (
-    SELECT {partition}count(*)::BIGINT AS row_count
-    FROM snapshot{relation.partition_suffix()}
+    {counted}{relation.partition_suffix()}
 )
 SELECT
     {partition}row_count AS rows_scanned,
     violations AS violation_count,
-    CASE WHEN violations > 0
-        THEN [row(row_count, $baseline_median, $lower_bound, $upper_bound, $rule)]
-        ELSE [] END AS sample
+    CASE WHEN violations > 0 THEN [judgement] ELSE [] END AS sample,
+    judgement AS measures
 FROM (
     SELECT *,
         (greatest(coalesce($lower_bound, 0) - row_count, 0)
-            + greatest(row_count - coalesce($upper_bound, row_count), 0))::BIGINT AS violations
+            + greatest(row_count - coalesce($upper_bound, row_count), 0))::BIGINT AS violations,
+        row(row_count, $baseline_median, $lower_bound, $upper_bound, $rule) AS judgement
     FROM counted
 )"""
         params = {
@@ -125,6 +136,8 @@ FROM (
             "baseline_median": median,
             "rule": rule,
         }
+        if relation.recorded is not None:
+            params["recorded_row_count"] = relation.recorded.row_count
         return CompiledQuery(sql=sql, params=params)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
@@ -214,7 +227,9 @@ class MissingRowsKind(LessonKind):
     pattern = MISSING_ROWS
     title = "A load with far fewer rows than usual"
     controls = (VolumeControl,)
-    triggers = frozenset({Trigger.LANDED_DATA})
+    #: landed snapshots are counted; a new profile's rowCount is judged (on its event, and on
+    #: the schedule for a profile whose event was missed)
+    triggers = frozenset({Trigger.LANDED_DATA, Trigger.ASPECT_CHANGE, Trigger.SCHEDULE})
     key_signals = False  # a row count does not depend on which fields are keys
 
     def words(self, text: IncidentText) -> list[Evidence]:

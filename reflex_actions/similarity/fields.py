@@ -56,12 +56,13 @@ def describe(field: FieldInfo) -> str:
 class FieldMatch:
     source: FieldInfo
     target: FieldInfo
-    #: "exact", "normalized" or "synonym"
+    #: "exact", "normalized", "synonym", or "role" (a field doing the same job under another
+    #: name, e.g. a table's only timestamp)
     how: str
 
     @property
     def quality(self) -> float:
-        return {"exact": 1.0, "normalized": 0.9, "synonym": 0.8}[self.how]
+        return {"exact": 1.0, "normalized": 0.9, "synonym": 0.8, "role": 0.7}[self.how]
 
     @property
     def compatible(self) -> bool:

@@ -24,6 +24,7 @@ from datahub.metadata.schema_classes import (
     DomainsClass,
     GlobalTagsClass,
     GlossaryTermAssociationClass,
+    GlossaryTermInfoClass,
     GlossaryTermsClass,
     GroupMembershipClass,
     IncidentInfoClass,
@@ -191,6 +192,26 @@ class BaseCatalogConformance:
             lambda: catalog.datasets_by_platform("postgres"), [estate.sessions]
         )
         assert estate.sessions not in catalog.datasets_by_platform("urn:li:dataPlatform:snowflake")
+
+    def test_terms_under_a_node(self, catalog: Catalog) -> None:
+        node = f"urn:li:glossaryNode:reflex.test-{uuid.uuid4().hex[:8]}"
+        inside, outside = (f"urn:li:glossaryTerm:reflex.test-{uuid.uuid4().hex[:8]}" for _ in "ab")
+        catalog.emit(
+            [
+                MCP(
+                    entityUrn=inside,
+                    aspect=GlossaryTermInfoClass(
+                        definition="", termSource="INTERNAL", parentNode=node
+                    ),
+                ),
+                MCP(
+                    entityUrn=outside,
+                    aspect=GlossaryTermInfoClass(definition="", termSource="INTERNAL"),
+                ),
+            ]
+        )
+        assert eventually(lambda: catalog.terms_under(node), [inside]) == [inside]
+        assert outside not in catalog.terms_under(node)
 
     def test_lookups_follow_updates(self, catalog: Catalog, estate: Estate) -> None:
         assert eventually(lambda: catalog.datasets_by_owner(estate.bob), [estate.payments])

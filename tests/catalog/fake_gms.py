@@ -112,7 +112,9 @@ def _matches(document: dict[str, set[str]], rule: dict[str, Any]) -> bool:
 
 
 def _search_fields(urn: str, name: str, value: dict[str, Any]) -> dict[str, set[str]]:
-    """The search-index fields a dataset aspect feeds (a subset of GMS's @Searchable ones)."""
+    """The search-index fields an aspect feeds (a subset of GMS's @Searchable ones)."""
+    if name == "glossaryTermInfo" and urn.startswith("urn:li:glossaryTerm:"):
+        return {"parentNode": {value["parentNode"]} if value.get("parentNode") else set()}
     if not urn.startswith("urn:li:dataset:"):
         return {}
     if name == "domains":
@@ -460,6 +462,8 @@ class FakeGmsServer:
         if urn.startswith("urn:li:dataset:"):
             document = self._documents.setdefault(urn, {"platform": _platform(urn)})
             document.update(fields)
+        elif fields:
+            self._documents.setdefault(urn, {}).update(fields)
         if name == "upstreamLineage":
             self._lineage[urn] = {u["dataset"] for u in value.get("upstreams") or []}
 

@@ -19,6 +19,7 @@ from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
     AuditStampClass,
     DomainsClass,
+    GlossaryTermInfoClass,
     OwnerClass,
     OwnershipClass,
     SchemaMetadataClass,
@@ -159,6 +160,14 @@ class MemoryCatalog(Catalog):
     def datasets_by_owner(self, owner_urn: str) -> list[str]:
         return self._datasets_where(
             OwnershipClass, lambda ownership: (o.owner for o in ownership.owners), owner_urn
+        )
+
+    def terms_under(self, node_urn: str) -> list[str]:
+        return sorted(
+            urn
+            for (urn, name), stored in self._versioned.items()
+            if isinstance(stored.aspect, GlossaryTermInfoClass)
+            and stored.aspect.parentNode == node_urn
         )
 
     # --- writes --------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reflex_actions.times import parse_instant
+
 HOSTILE_NAMES = ['a"b; DROP TABLE t; --', "select", "x'); DELETE FROM y; --", "ünï cödé $1 ?"]
 
 
@@ -30,6 +32,12 @@ class ControlCase:
     bound_values: list[str] = field(default_factory=list)
     #: the referenced (parent) dataset's rows, for a control checked against another dataset
     reference_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: the time single runs are judged at (ISO 8601), for a control judged as of a time
+    as_of: str | None = None
+
+    @property
+    def as_of_ms(self) -> int | None:
+        return parse_instant(self.as_of) if self.as_of else None
 
 
 UNIQUENESS = ControlCase(

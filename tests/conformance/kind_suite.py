@@ -81,7 +81,7 @@ class BaseLessonKindConformance:
             rows = rows_as(self.control_case.reference_rows, names or self.control_case.columns)
             parent = write_snapshot(path.with_name(f"parent-of-{path.stem}{path.suffix}"), rows)
             reference = ReferenceSnapshot(SnapshotFile.from_path(parent), "given")
-        return run_control(control, path, reference=reference)
+        return run_control(control, path, reference=reference, as_of_ms=self.control_case.as_of_ms)
 
     # --- words and drafts -------------------------------------------------------------------------
     def test_it_is_registered_with_its_control(self) -> None:
@@ -211,6 +211,7 @@ class BaseLessonKindConformance:
             "FROM read_parquet($files, filename = 'src', union_by_name = true)",
             params={"files": [str(clean), str(bad)]},
             partition_column="part",
+            as_of_ms=case.as_of_ms,
         )
         if control.referenced() is not None:
             with pytest.raises(ControlSpecError, match="one snapshot"):
@@ -221,7 +222,7 @@ class BaseLessonKindConformance:
         singles = [self.run(control, path) for path in (clean, bad)]
         assert [row[0] for row in rows] == ["s1", "s2"]
         for row, single in zip(rows, singles, strict=True):
-            _, rows_scanned, violation_count, sample = row
+            _, rows_scanned, violation_count, sample, *_ = row
             assert (rows_scanned, violation_count) == (single.rows_scanned, single.violation_count)
             assert [control.sample_row(item) for item in sample or []] == single.sample
 

@@ -39,9 +39,9 @@ def test_every_registered_kind_passes_the_kind_suite_for_each_of_its_controls() 
 
 def test_rejects_unknown_type_naming_it_and_the_known_ones() -> None:
     with pytest.raises(ControlSpecError) as raised:
-        parse_control_yaml("type: freshness\nmax_age: 1d\n")
+        parse_control_yaml("type: distribution_drift\nmax_shift: 1\n")
     message = str(raised.value)
-    assert "'freshness'" in message
+    assert "'distribution_drift'" in message
     assert all(name in message for name in known_controls())
 
 

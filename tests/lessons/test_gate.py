@@ -300,7 +300,7 @@ def test_edited_control_spec_and_root_cause_are_respected(drafted: Estate) -> No
     [
         ("type: uniqueness\nfield: txn_uuid\n", "'txn_uuid'"),
         ("type: uniqueness\nfield: [transaction_id\n", "not valid YAML"),
-        ("type: freshness\nmax_age_hours: 24\n", "unknown control type 'freshness'"),
+        ("type: distribution_drift\nmax_shift: 24\n", "unknown control type 'distribution_drift'"),
         ("type: active_ownership\nmin_active_owners: 1\n", "does not fit failure pattern"),
         ("   ", "reflex.controlSpec is empty"),
     ],

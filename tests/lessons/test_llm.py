@@ -180,11 +180,11 @@ def test_field_that_does_not_exist_falls_back_after_one_retry() -> None:
 
 
 def test_unregistered_control_type_falls_back() -> None:
-    draft, info = mocked(answer(control={"type": "freshness", "max_age_hours": 24})).propose(
+    draft, info = mocked(answer(control={"type": "distribution_drift", "max_shift": 24})).propose(
         TEXT, FACTS
     )
 
-    assert_fell_back(draft, info, "'freshness'")
+    assert_fell_back(draft, info, "'distribution_drift'")
 
 
 def test_injection_in_the_incident_yields_only_a_valid_spec() -> None:

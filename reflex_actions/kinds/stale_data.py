@@ -1,0 +1,376 @@
+"""Stale data: a loader silently stopped and the table kept its old rows (``freshness``).
+
+The control judges a table's age as of a time: with ``timestamp_field``, the newest value of
+that column in the snapshot; without it, the dataset's last update as DataHub records it
+(``operation.lastUpdatedTimestamp``), so it needs no data at all. A stale table sends no event,
+so its controls run on a schedule (and on landing, as of the landing's time). A violation is 1
+when the table is older than ``max_age`` (or holds no timestamp at all), else 0; the age and
+the bound are in the result's measures, pass or fail.
+
+Times: a column of type TIMESTAMP (or a text value without a zone) is UTC; a DATE is its
+midnight. In a backtest each snapshot is judged as of when it was taken: its ``snapshot_times``
+entry in ``labels.yaml``, else its id read as a time (a date alone is the end of that day).
+
+Words: stale or outdated data, a loader or pipeline that stopped, no new rows since, not
+refreshed. Evidence: each timestamp column's lag (as-of time minus newest value) in the
+incident's snapshots against the normal lags; ``max_age`` is the largest normal lag of the
+earlier snapshots (no peeking) with headroom, and must stay below the incident's lag.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import duckdb
+from pydantic import field_validator
+
+from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
+from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.controls import Control
+from reflex_actions.controls.base import validate_column_name
+from reflex_actions.errors import SnapshotError, SnapshotNotFoundError, SnapshotUnreadableError
+from reflex_actions.executor import run_control
+from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.lessons.facts import IncidentFacts
+from reflex_actions.lessons.key_discovery import failure_snapshots
+from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
+from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.similarity.config import SimilarityConfig
+from reflex_actions.similarity.fields import FieldMatch, type_family
+from reflex_actions.similarity.lineage import Relation as LineageRelation
+from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
+from reflex_actions.similarity.schema_signals import schema_signals, source_fields
+from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.times import (
+    MAX_DURATION_SECONDS,
+    TimeFormatError,
+    format_duration,
+    iso,
+    parse_duration,
+)
+from reflex_actions.vocabulary import display_name
+
+STALE_DATA = "stale_data"
+#: The share a learned ``max_age`` leaves above the largest normal lag.
+HEADROOM = 0.25
+#: DuckDB types read natively as a time (any other type of ``timestamp_field`` is refused).
+_TIMESTAMP_TYPES = re.compile(r"^(TIMESTAMP(_S|_MS|_NS)?|DATETIME|DATE)$")
+_ZONED_TYPES = ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
+_TEXT_TYPES = ("VARCHAR", "TEXT", "STRING")
+
+
+class FreshnessControl(Control):
+    """The table is at most ``max_age`` old as of the time it is judged: by the newest value of
+    ``timestamp_field``, or by the last update DataHub records when no field is given."""
+
+    type: Literal["freshness"] = "freshness"
+    max_age: str
+    timestamp_field: str | None = None
+
+    violation_unit: ClassVar[str] = "stale tables"
+    one_snapshot_at_a_time: ClassVar[bool] = True  # each snapshot has its own as-of time
+    judged_as_of: ClassVar[bool] = True
+
+    @field_validator("max_age", mode="before")
+    @classmethod
+    def _a_duration(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValueError("max_age is a duration with a unit, e.g. 90m, 26h or 2d")
+        try:
+            parse_duration(value)
+        except TimeFormatError as error:
+            raise ValueError(str(error)) from None
+        return value.strip().lower()
+
+    @field_validator("timestamp_field")
+    @classmethod
+    def _check_field(cls, value: str | None) -> str | None:
+        return None if value is None else validate_column_name(value)
+
+    @property
+    def max_age_seconds(self) -> int:
+        return parse_duration(self.max_age)
+
+    def required_columns(self) -> list[str]:
+        return [self.timestamp_field] if self.timestamp_field else []
+
+    def reads_data(self) -> bool:
+        return self.timestamp_field is not None
+
+    def judged_on_recorded(self) -> frozenset[str]:
+        return frozenset() if self.timestamp_field else frozenset({"last_updated_ms"})
+
+    def with_dataset_fields(self, mapping: dict[str, str]) -> FreshnessControl:
+        if self.timestamp_field is None or self.timestamp_field not in mapping:
+            return self
+        return self.model_copy(update={"timestamp_field": mapping[self.timestamp_field]})
+
+    def allowed_violations(self, rows_scanned: int) -> int:
+        return 0
+
+    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
+        """The newest time (epoch ms) and the age as of the relation's time, both in one row;
+        stale when older than ``max_age`` or when there is no time at all. The time and the
+        last update are bound at run time (the executor refuses a run without them)."""
+        partition = relation.partition_select()
+        params: dict[str, Any] = {
+            **relation.params,
+            "as_of_ms": relation.as_of_ms,
+            "max_age_seconds": self.max_age_seconds,
+        }
+        if self.timestamp_field is None:
+            params["last_updated_ms"] = self._recorded_last_update(relation)
+            newest = "$last_updated_ms::BIGINT"
+        else:
+            newest = f"max({self._epoch_ms(relation)})"
+        sql = f"""WITH snapshot AS (
+{indent(relation.sql)}
+),
+measured AS (
+    SELECT {partition}count(*)::BIGINT AS rows_scanned, {newest} AS newest_ms
+    FROM snapshot{relation.partition_suffix()}
+),
+judged AS (
+    SELECT *,
+        ($as_of_ms - newest_ms) / 1000.0 AS age_seconds,
+        (newest_ms IS NULL OR ($as_of_ms - newest_ms) / 1000.0 > $max_age_seconds)::BIGINT
+            AS stale
+    FROM measured
+)
+SELECT
+    {partition}rows_scanned,
+    stale AS violation_count,
+    CASE WHEN stale > 0 THEN [judgement] ELSE [] END AS sample,
+    judgement AS measures
+FROM (
+    SELECT *, row(newest_ms, $as_of_ms, age_seconds, $max_age_seconds) AS judgement FROM judged
+)"""
+        return CompiledQuery(sql=sql, params=params)
+
+    def _recorded_last_update(self, relation: Relation) -> int | None:
+        """The last update DataHub records (bound at run time where the query is shown)."""
+        if relation.recorded is None:
+            return None
+        if relation.recorded.last_updated_ms is None:
+            raise SnapshotNotFoundError(
+                "DataHub records no update of this dataset (no operation aspect)"
+            )
+        return relation.recorded.last_updated_ms
+
+    def _epoch_ms(self, relation: Relation) -> str:
+        """The field as epoch ms, by its type: natively for a date or timestamp; text (a CSV
+        reads every column as text) by whether it names a zone, a time without one being UTC
+        whatever the session's zone; anything else is refused, naming its type."""
+        assert self.timestamp_field is not None
+        column = quote_identifier(self.timestamp_field)
+        found = relation.types.get(self.timestamp_field)
+        if found in _ZONED_TYPES:
+            return f"epoch_ms({column})"
+        if found is not None and _TIMESTAMP_TYPES.match(found):
+            return f"epoch_ms({column}::TIMESTAMP)"
+        if found is None or relation.text_only or found in _TEXT_TYPES:
+            text = f"trim(CAST({column} AS VARCHAR))"
+            return (
+                f"CASE WHEN regexp_matches({text}, '(Z|[+-][0-9]{{2}}(:?[0-9]{{2}})?)$') "
+                f"THEN epoch_ms(try_cast({text} AS TIMESTAMPTZ)) "
+                f"ELSE epoch_ms(try_cast({text} AS TIMESTAMP)) END"
+            )
+        raise SnapshotUnreadableError(
+            f"timestamp_field {self.timestamp_field!r} is {found}, not a date or a timestamp"
+        )
+
+    def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        newest_ms, as_of_ms, age_seconds, max_age_seconds = row
+        return {
+            "newest": iso(newest_ms),
+            "as_of": iso(as_of_ms),
+            "age_seconds": None if age_seconds is None else round(float(age_seconds), 3),
+            "max_age_seconds": max_age_seconds,
+            "age": None if age_seconds is None else format_duration(float(age_seconds)),
+        }
+
+    def describe(self) -> str:
+        what = self.timestamp_field or "the dataset's last recorded update"
+        return f"{what} is at most {self.max_age} old"
+
+
+# --- evidence from the history -------------------------------------------------------------------
+#: A bound on any lag judged (a lag beyond it is "no time at all").
+_NO_BOUND = f"{MAX_DURATION_SECONDS // 86400}d"
+
+
+def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict[str, float | None]:
+    """Each snapshot's lag in seconds (its as-of time minus the newest ``field`` value; None
+    when it holds no readable time), measured by the control itself; snapshots without an
+    as-of time, or that cannot be read, are left out."""
+    control = FreshnessControl(max_age=_NO_BOUND, timestamp_field=field)
+    wanted = set(snapshot_ids)
+    lags: dict[str, float | None] = {}
+    with duckdb.connect() as con:
+        for snapshot in history.snapshots:
+            as_of = history.as_of_ms(snapshot.snapshot_id)
+            if snapshot.snapshot_id not in wanted or as_of is None:
+                continue
+            try:
+                result = run_control(control, snapshot.path, connection=con, as_of_ms=as_of)
+            except SnapshotError:
+                continue
+            lags[snapshot.snapshot_id] = (result.measures or {}).get("age_seconds")
+    return lags
+
+
+def _timestamp_columns(history: History) -> list[str]:
+    """The columns of the latest readable snapshot that may hold times: dates and timestamps,
+    or (a CSV reads as text) every text column; the lags then tell which hold times."""
+    with duckdb.connect() as con:
+        for snapshot in reversed(history.snapshots):
+            try:
+                snapshot.check_columns(con, [])  # exists, readable, reads only itself
+                described = snapshot.column_types(con)
+            except SnapshotError:
+                continue
+            return [
+                name
+                for name, type_ in described.items()
+                if type_ in _ZONED_TYPES or _TIMESTAMP_TYPES.match(type_) or type_ in _TEXT_TYPES
+            ]
+    return []
+
+
+def _learned_max_age(largest_normal_lag: float) -> int:
+    """The largest normal lag plus headroom, rounded up to the hour (to the minute below 2h)."""
+    with_headroom = max(largest_normal_lag, 0.0) * (1 + HEADROOM)
+    step = 3600 if with_headroom >= 7200 else 60
+    return max(step, math.ceil(with_headroom / step) * step)
+
+
+@dataclass(frozen=True)
+class FreshnessFinding:
+    control: dict[str, Any]
+    fact: str
+    learned_from: LearningSplit
+
+
+def discover_freshness(history: History, incident_urn: str) -> FreshnessFinding | None:
+    """The timestamp column whose lag separates the incident's snapshots from the normal ones
+    learned from (the earlier two thirds), with ``max_age`` learned from the normal lags."""
+    failures = set(failure_snapshots(history, incident_urn))
+    timed = [s.snapshot_id for s in history.snapshots if history.as_of_ms(s.snapshot_id)]
+    if not failures or not timed:
+        return None
+    split = split_for_learning(history, failures, timed)
+    best: tuple[float, str, int, list[float], dict[str, float | None]] | None = None
+    for field in _timestamp_columns(history):
+        lags = snapshot_lags(history, field, split.learned)
+        normal = [lags.get(sid) for sid in split.normal]
+        incident = [lags[sid] for sid in split.failures if sid in lags]
+        if not incident or not normal or any(lag is None for lag in normal):
+            continue  # not a time in every normal snapshot: not the table's timestamp
+        normal_lags = [lag for lag in normal if lag is not None]
+        max_age = _learned_max_age(max(normal_lags))
+        worst_fresh = min(math.inf if lag is None else lag for lag in incident)
+        if not worst_fresh > max_age:
+            continue
+        margin = worst_fresh / max_age
+        if best is None or margin > best[0]:
+            best = (margin, field, max_age, normal_lags, lags)
+    if best is None:
+        return None
+    _, field, max_age, normal_lags, lags = best
+    incident_lags = ", ".join(
+        f"{sid} lags {'with no time at all' if lags[sid] is None else format_duration(lags[sid])}"
+        for sid in sorted(split.failures)
+        if sid in lags
+    )
+    fact = (
+        f"in the {len(normal_lags)} normal snapshots learned from, the newest {field} lags at "
+        f"most {format_duration(max(normal_lags))} behind the snapshot's time (median "
+        f"{format_duration(statistics.median(normal_lags))}); {incident_lags}; max_age "
+        f"{format_duration(max_age)} is the largest normal lag with {HEADROOM:.0%} headroom"
+    )
+    control = {"type": "freshness", "max_age": format_duration(max_age), "timestamp_field": field}
+    return FreshnessFinding(control, fact, split)
+
+
+# --- the kind ------------------------------------------------------------------------------------
+STALE_WORDS = re.compile(
+    r"\b(stale|out[- ]of[- ]date|outdated|not (?:been )?(?:updated|refreshed)|"
+    r"(?:loader|pipeline|job|ingestion|sync|feed|export)s? (?:had |has )?(?:silently )?"
+    r"(?:stopped|stalled|hung|froze)|no new (?:data|rows|records)|"
+    r"(?:hasn't|had not|hadn't|has not) (?:been )?(?:updated|refreshed|loaded)|"
+    r"(?:days?|hours?) (?:old|behind|late)|freshness)\b",
+    re.IGNORECASE,
+)
+
+
+class StaleDataKind(LessonKind):
+    pattern = STALE_DATA
+    title = "A table that stopped being refreshed"
+    controls = (FreshnessControl,)
+    triggers = frozenset({Trigger.SCHEDULE, Trigger.LANDED_DATA})
+    key_signals = False  # how old a table is does not depend on which fields are keys
+
+    def words(self, text: IncidentText) -> list[Evidence]:
+        return quotes(text, STALE_WORDS)
+
+    def signals(
+        self,
+        query: SimilarityQuery,
+        source: DatasetContext,
+        candidate: DatasetContext,
+        relation: LineageRelation | None,
+        status_of: StatusOf,
+        config: SimilarityConfig,
+    ) -> tuple[list[Signal], dict[str, str]]:
+        """The schema signals, where the candidate's counterpart of ``timestamp_field`` is the
+        field of that name (or a synonym), else its only date or timestamp field: each table
+        names its load time its own way (``posted_at``, ``settled_at``)."""
+        try:
+            return super().signals(query, source, candidate, relation, status_of, config)
+        except Excluded:
+            field = getattr(query.control, "timestamp_field", None)
+            if field is None:
+                raise
+        times = [f for f in candidate.fields if type_family(f) in ("time", "date")]
+        if len(times) != 1:
+            names = ", ".join(f.name for f in times[:5])
+            raise Excluded(
+                f"no field {field}, and {'several' if times else 'no'} date or timestamp "
+                f"fields{f' ({names})' if times else ''} to judge its age by"
+            )
+        match = FieldMatch(source_fields(source, [field])[0], times[0], "role")
+        signals = schema_signals(source, candidate, [match], relation, config, self.key_signals)
+        return signals, {field: times[0].name}
+
+    def draft(
+        self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
+    ) -> LessonDraft:
+        evidence = unique(evidence)
+        name = display_name(facts.source.urn) if facts.source else "the dataset"
+        finding = discover_freshness(facts.history, text.urn) if facts.history else None
+        if finding is None:
+            return LessonDraft(
+                failure_pattern=self.pattern,
+                root_cause=f"The loader of {name} stopped and its data went stale.",
+                evidence=evidence,
+                control=None,
+                confidence=0.3,
+                rationale="No timestamp column in the history separates the incident's "
+                "snapshots from the normal ones: a steward must set max_age (and "
+                "timestamp_field, or none to judge DataHub's last recorded update).",
+            )
+        return LessonDraft(
+            failure_pattern=self.pattern,
+            root_cause=f"The loader of {name} stopped and nothing checked how old its newest "
+            f"rows were, so consumers read stale data.",
+            evidence=[*evidence, Evidence(source="history", quote=finding.fact)],
+            control=finding.control,
+            confidence=0.8,
+            rationale="The history shows the incident's snapshots lagging far more behind "
+            "their time than any normal snapshot did.",
+            learned_from=finding.learned_from,
+        )
