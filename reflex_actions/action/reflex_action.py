@@ -1,8 +1,12 @@
-"""The `reflex` action: a thin router from MetadataChangeLog events to Reflex's handlers."""
+"""The `reflex` action: a thin router from MetadataChangeLog events to Reflex's handlers, and
+from schedule ticks (the embedded source's, or its own timer's beside Kafka) to the sweep of
+the controls that are due."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 
 from datahub_actions.action.action import Action
@@ -20,8 +24,10 @@ from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
 from reflex_actions.handlers.incident_resolved import on_incident_change
 from reflex_actions.handlers.ownership import on_user_status
-from reflex_actions.handlers.run_controls import on_operation
+from reflex_actions.handlers.run_controls import on_operation, on_recorded_change
+from reflex_actions.handlers.scheduled import on_schedule
 from reflex_actions.kinds import registered_kinds
+from reflex_actions.source.schedule_tick import SCHEDULE_TICK_EVENT_TYPE, ScheduleTick
 
 logger = logging.getLogger(__name__)
 
@@ -32,20 +38,35 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("incident", "incidentInfo"): on_incident_change,
     ("glossaryTerm", "structuredProperties"): on_lesson_properties,
     ("dataset", "operation"): on_operation,
+    ("dataset", "datasetProfile"): on_recorded_change,
+    ("dataset", "schemaMetadata"): on_recorded_change,
     ("corpuser", "corpUserStatus"): on_user_status,
     ("dataset", "structuredProperties"): on_dataset_properties,
 }
+#: how the report names the schedule's sweeps
+SCHEDULE_ROUTE = "schedule/tick"
 
 
 class ReflexAction(Action):
     """Routes each event to its handler and counts, per route, what came of it (mirroring
     datahub-actions' ``ReportingAction``: ``get_report()``; the report is logged at close)."""
 
-    def __init__(self, config: ReflexConfig, catalog: Catalog) -> None:
+    def __init__(self, config: ReflexConfig, catalog: Catalog, *, timer: bool = False) -> None:
         self.writes = WriteCountingCatalog(catalog)
         self.context = HandlerContext(catalog=self.writes, config=config)
-        self.report = ReflexReport.for_routes([route_name(*key) for key in ROUTES])
+        self.report = ReflexReport.for_routes(
+            [*(route_name(*key) for key in ROUTES), SCHEDULE_ROUTE]
+        )
         self.report.start()
+        #: one event or sweep at a time: the timer's sweeps and the pipeline's events
+        self._handling = threading.Lock()
+        self._closing = threading.Event()
+        self._timer: threading.Thread | None = None
+        if timer and config.schedule.interval_seconds is not None:
+            self._timer = threading.Thread(
+                target=self._tick_on_slots, name="reflex-schedule", daemon=True
+            )
+            self._timer.start()
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
@@ -57,12 +78,21 @@ class ReflexAction(Action):
             "reflex: Reflex's own writes are recorded as %s",
             ", ".join([config.service_actor, *config.own_actors]),
         )
-        return cls(config, catalog)
+        # Beside a source that yields schedule ticks (the embedded one) no timer is needed.
+        timer = not getattr(ctx.event_source, "sends_schedule_ticks", False)
+        return cls(config, catalog, timer=timer)
 
     def act(self, event: EventEnvelope) -> None:
+        if event.event_type == SCHEDULE_TICK_EVENT_TYPE and isinstance(event.event, ScheduleTick):
+            self.on_tick(event.event.time_ms)
+            return
         if event.event_type != METADATA_CHANGE_LOG_EVENT_V1_TYPE:
             self.report.record_dropped()
             return
+        with self._handling:
+            self._route(event)
+
+    def _route(self, event: EventEnvelope) -> None:
         mcl = event.event
         key = (mcl.entityType, mcl.aspectName)  # type: ignore[attr-defined]
         handler = ROUTES.get(key)
@@ -88,11 +118,43 @@ class ReflexAction(Action):
             wrote = self.writes.writes > writes_before
             self.report.record(route, wrote=wrote, refusals=self.context.refusals)
 
+    def on_tick(self, time_ms: int) -> None:
+        """Judge the scheduled controls due at ``time_ms``; without a schedule, nothing."""
+        interval = self.context.config.schedule.interval_seconds
+        if interval is None:
+            self.report.record_dropped()
+            return
+        with self._handling:
+            writes_before = self.writes.writes
+            try:
+                counts = on_schedule(self.context, time_ms, interval)
+            except ReflexError as error:
+                self.report.record(SCHEDULE_ROUTE, wrote=False, error=error)
+                raise
+            self.report.record(SCHEDULE_ROUTE, wrote=self.writes.writes > writes_before)
+            logger.info("reflex: schedule tick at %s: %s", time_ms, counts)
+
+    def _tick_on_slots(self) -> None:
+        """The timer beside Kafka: one tick at the start (to catch up), then one at the start
+        of each interval slot, until the action closes."""
+        interval_ms = (self.context.config.schedule.interval_seconds or 0) * 1000
+        while not self._closing.is_set():
+            now = int(time.time() * 1000)
+            try:
+                self.on_tick(now)
+            except ReflexError as error:  # logged and reported; the next slot tries again
+                logger.error("reflex: schedule tick at %s failed: %s", now, error)
+            wait_ms = interval_ms - int(time.time() * 1000) % interval_ms
+            self._closing.wait(wait_ms / 1000)
+
     def get_report(self) -> ReflexReport:
         """What each route saw so far (``ReportingAction.get_report``)."""
         return self.report
 
     def close(self) -> None:
+        self._closing.set()
+        if self._timer is not None:
+            self._timer.join(timeout=30)
         failed = any(counts.failed for counts in self.report.routes.values())
         self.report.end(success=not failed)
         self.report.log()

@@ -6,13 +6,14 @@ for a DataHub server, its ``datahub`` block), so cron and the running action jud
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
-from datahub.configuration.config_loader import resolve_env_variables
+from datahub.configuration.config_loader import EnvResolver
 from pydantic import ValidationError
 
 from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
@@ -39,7 +40,7 @@ def load_pipeline(path: Path) -> dict[str, Any]:
         raise ReflexError(f"cannot read {path}: {reason}") from None
     if not isinstance(data, dict):
         raise ReflexError(f"{path} is not a pipeline (a mapping with an `action` block)")
-    resolved: dict[str, Any] = resolve_env_variables(data)
+    resolved: dict[str, Any] = EnvResolver(os.environ).resolve(data)
     return resolved
 
 

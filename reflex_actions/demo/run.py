@@ -61,6 +61,7 @@ from reflex_actions.handlers.lesson_store import (
 )
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
+from reflex_actions.source.schedule_tick import SCHEDULE_TICK_EVENT_TYPE
 from reflex_actions.vocabulary import (
     APPROVAL,
     OWNERSHIP_CHANGE_APPROVAL,
@@ -70,10 +71,14 @@ from reflex_actions.vocabulary import (
     display_name,
 )
 
+#: how often the demo's freshness controls are judged (the shipped embedded default)
+SCHEDULE_INTERVAL = "1h"
 ROUTED_ASPECTS = [
     {"entityType": "incident", "aspectName": "incidentInfo"},
     {"entityType": "glossaryTerm", "aspectName": "structuredProperties"},
     {"entityType": "dataset", "aspectName": "operation"},
+    {"entityType": "dataset", "aspectName": "datasetProfile"},
+    {"entityType": "dataset", "aspectName": "schemaMetadata"},
     {"entityType": "dataset", "aspectName": "structuredProperties"},
     {"entityType": "corpuser", "aspectName": "corpUserStatus"},
 ]
@@ -121,7 +126,12 @@ def embedded_pipeline_config(workdir: Path) -> dict[str, Any]:
         "filters": [
             {
                 "type": "event_type",
-                "config": {"filter": {"MetadataChangeLogEvent_v1": {"event": ROUTED_ASPECTS}}},
+                "config": {
+                    "filter": {
+                        "MetadataChangeLogEvent_v1": {"event": ROUTED_ASPECTS},
+                        SCHEDULE_TICK_EVENT_TYPE: None,
+                    }
+                },
             }
         ],
         "action": {
@@ -137,6 +147,7 @@ def embedded_pipeline_config(workdir: Path) -> dict[str, Any]:
                     "allowed_roots": [str(landing)],
                     "locator": f"{landing}/{{name}}/{{snapshot_id}}.parquet",
                 },
+                "schedule": {"interval": SCHEDULE_INTERVAL},
             },
         },
         "options": {

@@ -13,9 +13,11 @@ from datahub.metadata.schema_classes import (
     AssertionInfoClass,
     DatasetProfileClass,
     OperationClass,
+    SchemaMetadataClass,
 )
 
 from reflex_actions.backtest.history import row_counts
+from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, run_control, run_control_on_recorded
@@ -254,34 +256,65 @@ def run_on_snapshot(
     return result, None
 
 
-def on_profile(change: AspectChange, ctx: HandlerContext) -> None:
-    """DataHub recorded a profile: judge the controls that a row count settles, on its count."""
-    profile = change.typed(DatasetProfileClass)
+@dataclass(frozen=True)
+class RecordedFact:
+    """One fact DataHub recorded about a dataset, as a control judged on it reads it."""
+
+    #: the ``RecordedFacts`` field it fills (what ``Control.judged_on_recorded`` names)
+    name: str
+    facts: RecordedFacts
+    #: when DataHub recorded it: the run's time, so a fact is judged once
+    time_ms: int
+    run_id: str
+
+
+def profile_fact(profile: DatasetProfileClass | None) -> RecordedFact | None:
     if profile is None or profile.rowCount is None:
+        return None
+    return RecordedFact(
+        "row_count",
+        RecordedFacts(row_count=profile.rowCount),
+        profile.timestampMillis,
+        f"profile-{iso(profile.timestampMillis)}",
+    )
+
+
+def schema_fact(schema: SchemaMetadataClass | None, time_ms: int) -> RecordedFact | None:
+    if schema is None:
+        return None
+    columns = tuple((f.name, f.native_type, f.type) for f in fields_of(schema))
+    return RecordedFact(
+        "columns", RecordedFacts(columns=columns), time_ms, f"schema-{iso(time_ms)}"
+    )
+
+
+def on_recorded_change(change: AspectChange, ctx: HandlerContext) -> None:
+    """DataHub recorded a new profile or schema of a covered dataset: judge the controls that
+    this fact settles on it alone (a profile's row count, the schema's columns)."""
+    if change.aspect_name == DatasetProfileClass.ASPECT_NAME:
+        fact = profile_fact(change.typed(DatasetProfileClass))
+    else:
+        fact = schema_fact(change.typed(SchemaMetadataClass), change.time_ms)
+    if fact is None:
         return
     for item in covered_controls(change.urn, ctx, change.time_ms, Trigger.ASPECT_CHANGE):
-        if "row_count" in item.control.judged_on_recorded():
-            judge_profile(item, change.urn, profile, ctx)
+        if fact.name in item.control.judged_on_recorded():
+            judge_fact(item, change.urn, fact, ctx)
 
 
-def judge_profile(
-    covered: CoveredControl, dataset_urn: str, profile: DatasetProfileClass, ctx: HandlerContext
+def judge_fact(
+    covered: CoveredControl, dataset_urn: str, fact: RecordedFact, ctx: HandlerContext
 ) -> None:
-    """One control judged on one profile's row count, once (a profile is judged at its time)."""
-    if profile.rowCount is None or already_ran(
-        ctx.catalog, covered.assertion, profile.timestampMillis
-    ):
+    """One control judged on one recorded fact, once: a fact is judged at its own time."""
+    if already_ran(ctx.catalog, covered.assertion, fact.time_ms):
         return
-    run_id = f"profile-{iso(profile.timestampMillis)}"
-    result, error = judge_recorded(
-        covered, dataset_urn, RecordedFacts(row_count=profile.rowCount), run_id, ctx
-    )
+    result, error = judge_recorded(covered, dataset_urn, fact.facts, fact.run_id, ctx)
     record_run(
         covered,
         dataset_urn,
         ctx,
-        time_ms=profile.timestampMillis,
-        run_id=run_id,
+        time_ms=fact.time_ms,
+        run_id=fact.run_id,
         result=result,
         error=error,
     )

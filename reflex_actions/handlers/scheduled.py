@@ -4,15 +4,16 @@ On each tick (the action's timer beside Kafka, the embedded source's idle ticks,
 ``datahub-reflex evaluate --due`` from cron) every published lesson whose kind is evaluated on
 a schedule is judged on each dataset of its scope:
 
-* a control judged as of a time (freshness) once per interval slot, as of the slot's start:
-  on the last update DataHub records (``operation``), or on the newest values of the snapshot
-  the latest ``operation`` names;
+* a control judged as of a time (freshness) once per interval slot, as of the tick: on the
+  last update DataHub records (``operation``), or on the newest values of the snapshot the
+  latest ``operation`` names;
 * any other scheduled control only on a recorded fact newer than its last run (a
   ``datasetProfile`` whose event was missed), at that fact's time.
 
-Runs are keyed by their slot or fact time, so a tick delivered twice, or two ticks in one
-slot, judge once; incident B of a stale table is keyed by its newest time, so a table stale
-for days raises one incident, not one per tick.
+A control is due when it has no run since its slot began (its last run is older than the
+start of the interval the tick falls in), so a tick delivered twice, or two ticks in one slot,
+judge once, and a replayed old tick judges nothing. Incident B of a stale table is keyed by
+its newest time, so a table stale for days raises one incident, not one per tick.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot
 from reflex_actions.handlers.run_controls import (
     CoveredControl,
     covered_control,
-    judge_profile,
+    judge_fact,
     judge_recorded,
+    profile_fact,
     record_run,
     run_on_snapshot,
 )
@@ -77,7 +79,8 @@ def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> Swee
             if covered is None or not triggered_by(covered.control.type, Trigger.SCHEDULE):
                 continue
             try:  # each dataset's run is its own decision, written as one
-                decide_then_apply(ctx, partial(_judge, covered, dataset_urn, ctx, slot, counts))
+                judge = partial(_judge, covered, dataset_urn, ctx, now_ms, slot, counts)
+                decide_then_apply(ctx, judge)
             except CatalogError:
                 raise  # the store is unreachable: the sweep cannot go on
             except ReflexError as error:  # one dataset's bad metadata must not stop the sweep
@@ -87,35 +90,44 @@ def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> Swee
 
 
 def _judge(
-    covered: CoveredControl, dataset_urn: str, ctx: HandlerContext, slot: int, counts: SweepCounts
+    covered: CoveredControl,
+    dataset_urn: str,
+    ctx: HandlerContext,
+    now_ms: int,
+    slot: int,
+    counts: SweepCounts,
 ) -> None:
     control = covered.control
-    if not control.judged_as_of:
-        profile = ctx.catalog.latest_timeseries(dataset_urn, DatasetProfileClass)
-        if profile is None or "row_count" not in control.judged_on_recorded():
+    if not control.judged_as_of:  # only a profile whose event was missed is news
+        fact = profile_fact(ctx.catalog.latest_timeseries(dataset_urn, DatasetProfileClass))
+        if (
+            fact is None
+            or fact.name not in control.judged_on_recorded()
+            or already_ran(ctx.catalog, covered.assertion, fact.time_ms)
+        ):
             counts.skipped += 1
             return
-        judge_profile(covered, dataset_urn, profile, ctx)
+        judge_fact(covered, dataset_urn, fact, ctx)
         counts.judged += 1
         return
     if already_ran(ctx.catalog, covered.assertion, slot):
         counts.skipped += 1
         return
     operation = ctx.catalog.latest_timeseries(dataset_urn, OperationClass)
-    run_id = f"scheduled-{iso(slot)}"
+    run_id = f"scheduled-{iso(now_ms)}"
     if control.reads_data():
-        result, error = _on_latest_snapshot(covered, dataset_urn, operation, ctx, slot)
+        result, error = _on_latest_snapshot(covered, dataset_urn, operation, ctx, now_ms)
     else:
         last_update = None
         if operation is not None:
             last_update = operation.lastUpdatedTimestamp or operation.timestampMillis
         result, error = judge_recorded(
             covered, dataset_urn, RecordedFacts(last_updated_ms=last_update), run_id, ctx,
-            as_of_ms=slot,
+            as_of_ms=now_ms,
         )  # fmt: skip
     newest = (result.measures or {}).get("newest") if result is not None else None
     record_run(
-        covered, dataset_urn, ctx, time_ms=slot, run_id=run_id, result=result, error=error,
+        covered, dataset_urn, ctx, time_ms=now_ms, run_id=run_id, result=result, error=error,
         incident_key=f"stale-since-{newest}",
     )  # fmt: skip
     counts.judged += 1
@@ -128,9 +140,9 @@ def _on_latest_snapshot(
     dataset_urn: str,
     operation: OperationClass | None,
     ctx: HandlerContext,
-    slot: int,
+    now_ms: int,
 ) -> tuple[ControlResult | None, str | None]:
-    """The control on the snapshot the dataset's latest operation names, as of the slot."""
+    """The control on the snapshot the dataset's latest operation names, as of the tick."""
     dataset = ctx.catalog.dataset(dataset_urn)
     if operation is None or dataset is None:
         return None, f"DataHub records no landed snapshot of {dataset_urn} (no operation)"
@@ -140,4 +152,4 @@ def _on_latest_snapshot(
         )
     except SnapshotRefused as refusal:
         return None, str(refusal)
-    return run_on_snapshot(covered, dataset_urn, path, snapshot_id, ctx, as_of_ms=slot)
+    return run_on_snapshot(covered, dataset_urn, path, snapshot_id, ctx, as_of_ms=now_ms)

@@ -3,7 +3,7 @@
 The control judges a table's age as of a time: with ``timestamp_field``, the newest value of
 that column in the snapshot; without it, the dataset's last update as DataHub records it
 (``operation.lastUpdatedTimestamp``), so it needs no data at all. A stale table sends no event,
-so its controls run on a schedule (and on landing, as of the landing's time). A violation is 1
+so its controls run on a schedule, as of the tick. A violation is 1
 when the table is older than ``max_age`` (or holds no timestamp at all), else 0; the age and
 the bound are in the result's measures, pass or fail.
 
@@ -311,7 +311,8 @@ class StaleDataKind(LessonKind):
     pattern = STALE_DATA
     title = "A table that stopped being refreshed"
     controls = (FreshnessControl,)
-    triggers = frozenset({Trigger.SCHEDULE, Trigger.LANDED_DATA})
+    #: staleness is the absence of an event: only the schedule can see it
+    triggers = frozenset({Trigger.SCHEDULE})
     key_signals = False  # how old a table is does not depend on which fields are keys
 
     def words(self, text: IncidentText) -> list[Evidence]:

@@ -127,8 +127,11 @@ def test_the_demo_prints_one_combined_table_before_the_result(full_loop: FullLoo
         "incident/incidentInfo",
         LESSONS,
         "dataset/operation",
+        "dataset/datasetProfile",
+        "dataset/schemaMetadata",
         "corpuser/corpUserStatus",
         "dataset/structuredProperties",
+        "schedule/tick",
     }
     assert int(rows[LESSONS][1]) >= 4  # acted: two confirmations, two approvals
     assert int(rows[LESSONS][3]) == 1  # refused: the intruder's approval
@@ -150,7 +153,7 @@ def test_a_datahub_actions_pipeline_logs_the_report_when_it_closes(
     assert record.levelno == logging.WARNING
     table = record.getMessage()
     # the confirmation, and Reflex's own PENDING after the report (which opens gate 2)
-    assert table.startswith("Reflex report: 2 event(s) read on 5 route(s)")
+    assert table.startswith("Reflex report: 2 event(s) read on 8 route(s)")
     assert _rows(table)[LESSONS] == ["2", "2", "0", "0", "0"]
     assert isinstance(pipeline.action, ReflexAction)
     report = pipeline.action.get_report()

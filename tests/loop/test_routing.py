@@ -29,7 +29,7 @@ from reflex_actions.config import ReflexConfig
 UNRELATED = [
     ("dataset", "datasetProperties"),
     ("chart", "chartInfo"),
-    ("dataset", "schemaMetadata"),
+    ("dataset", "glossaryTerms"),
     ("corpuser", "corpUserInfo"),
     ("glossaryTerm", "glossaryTermInfo"),
     # routed aspect names on entity types Reflex does not watch for them

@@ -98,8 +98,9 @@ def test_the_embedded_config_is_the_demo_pipeline(
 
 def test_the_embedded_config_defaults_to_the_working_folder() -> None:
     config = load_pipeline(EMBEDDED)
-    assert config.source.config == {"store": "reflex.db"}
+    assert config.source.config == {"store": "reflex.db", "tick_interval_seconds": "60"}
     reflex = ReflexConfig.model_validate(config.action.config)
+    assert reflex.schedule.interval_seconds == 3600
     assert reflex.store == Path("reflex.db")
     assert reflex.landing.allowed_roots == [Path("snapshots/landing")]
     assert reflex.landing.locator == "snapshots/landing/{name}/{snapshot_id}.parquet"

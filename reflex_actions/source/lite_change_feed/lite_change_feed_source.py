@@ -37,6 +37,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -63,6 +64,7 @@ from datahub_actions.source.event_source import EventSource
 from pydantic import Field
 
 from reflex_actions.errors import ReflexError
+from reflex_actions.source.schedule_tick import tick_envelope
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +96,12 @@ class LiteChangeFeedConfig(ConfigModel):
     batch_size: int = Field(default=500, ge=1)
     start_from: Literal["beginning", "latest"] = Field(
         default="beginning", description="Where to start when no offset has been persisted."
+    )
+    tick_interval_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="When idle, yield a schedule tick (ReflexScheduleTick_v1) at most this "
+        "often, so the action judges what is due (stale data sends no event). Unset: none.",
     )
     stop_when_idle: bool = Field(
         default=False,
@@ -348,6 +356,11 @@ class LiteChangeFeedSource(EventSource):
             self._offsets = self._resume(offset_file)
             undo.pop_all()
         self._wake = threading.Event()
+        self._last_tick_ms: int | None = None
+
+    #: This source, not a timer in the action, drives the schedule (with
+    #: ``tick_interval_seconds``; without it the embedded runtime judges nothing on a schedule).
+    sends_schedule_ticks = True
 
     def _resume(self, offset_file: Path) -> _Offsets:
         """The persisted offsets, or new ones pinned at start_from."""
@@ -394,13 +407,29 @@ class LiteChangeFeedSource(EventSource):
                     continue
                 yield envelope
             if not rows:
+                if self._tick_due():
+                    yield tick_envelope(self._last_tick_ms)
+                    continue  # what the tick wrote is read before going idle
                 if self.config.stop_when_idle and self._offsets.idle:
                     return
                 self._wake.wait(self.config.poll_interval_seconds)
 
+    def _tick_due(self) -> bool:
+        """Whether an idle feed owes the action a schedule tick now (and note it sent one)."""
+        interval = self.config.tick_interval_seconds
+        now = int(time.time() * 1000)
+        if interval is None or (
+            self._last_tick_ms is not None and now - self._last_tick_ms < interval * 1000
+        ):
+            return False
+        self._last_tick_ms = now
+        return True
+
     def ack(self, event: EventEnvelope, processed: bool = True) -> None:
-        """Count the event as delivered, processed or not (see the module docstring)."""
-        self._offsets.ack(event.meta["lite"]["rowid"])
+        """Count the event as delivered, processed or not (see the module docstring); a
+        schedule tick is no row of the store."""
+        if "lite" in event.meta:
+            self._offsets.ack(event.meta["lite"]["rowid"])
 
     def request_stop(self) -> None:
         super().request_stop()
