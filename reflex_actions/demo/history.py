@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import yaml
 
@@ -34,6 +36,7 @@ from reflex_actions.kinds.missing_rows import MISSING_ROWS
 from reflex_actions.kinds.missing_values import MISSING_VALUES
 from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
 from reflex_actions.kinds.schema_change import SCHEMA_CHANGE
+from reflex_actions.kinds.stale_data import STALE_DATA
 from reflex_actions.snapshots import SnapshotFormat
 
 Row = dict[str, Any]
@@ -53,6 +56,7 @@ ORDER_LINES_INCIDENT = "urn:li:incident:reflex-demo-order-lines-negative-quantit
 INVOICES_INCIDENT = "urn:li:incident:reflex-demo-invoices-orphaned"
 PARTIAL_LOAD_INCIDENT = "urn:li:incident:reflex-demo-payments-partial-load"
 RENAMED_COLUMN_INCIDENT = "urn:li:incident:reflex-demo-orders-renamed-amount"
+STALE_INCIDENT = "urn:li:incident:reflex-demo-ledger-stale"
 
 #: The loader column a retry rewrites; datasets without it get byte-identical repeated rows.
 BATCH_COLUMN = "ingestion_batch"
@@ -484,6 +488,23 @@ def _partial_load(rows: list[Row], load: DayLoad) -> list[Row]:
     return rows[: len(rows) // 2]
 
 
+def _loaded_days_before(days: int) -> Injection:
+    """A loader that stopped ``days`` days ago: the table still holds the rows it loaded
+    then (every time in them ``days`` days older than the day's)."""
+    shift = timedelta(days=days)
+
+    def stale(rows: list[Row], load: DayLoad) -> list[Row]:
+        return [
+            {
+                key: value - shift if isinstance(value, datetime) else value
+                for key, value in row.items()
+            }
+            for row in rows
+        ]
+
+    return stale
+
+
 def _guests_without_customer(rows: list[Row], load: DayLoad) -> list[Row]:
     """Guest checkouts written before their customer existed: ``customer_id`` is NULL on the
     rows of guest orders (and on every table that copies it from them)."""
@@ -547,6 +568,9 @@ NEGATIVE_QUANTITY_DAY = date(2026, 9, 24)
 ROLLED_BACK_DAY = date(2026, 9, 20)
 #: On 2026-09-14 the payments loader timed out half-way and committed half the day.
 PARTIAL_LOAD_DAY = date(2026, 9, 14)
+#: The ledger posting job stopped after 2026-09-15: the table held that day's rows until the
+#: job was restarted on 2026-09-19 (day -> how many days old its rows were).
+STALE_LEDGER = {date(2026, 9, 17): 2, date(2026, 9, 18): 3}
 
 HISTORIES: tuple[History, ...] = (
     History(
@@ -562,7 +586,13 @@ HISTORIES: tuple[History, ...] = (
         "finance.ledger_entries",
         "parquet",
         _ledger_entries,
-        _retries(dict.fromkeys(_september(12, 25))),
+        {
+            **_retries(dict.fromkeys(_september(12, 25))),
+            **{
+                day: Failure(_loaded_days_before(days), STALE_INCIDENT, STALE_DATA)
+                for day, days in STALE_LEDGER.items()
+            },
+        },
     ),
     History(
         "finance.card_settlements",
@@ -618,6 +648,7 @@ LANDINGS: dict[str, Injection | None] = {
     "finance.payments": None,
     "finance.card_settlements": None,
     "finance.refunds": _partial_load,
+    "finance.payouts": _loaded_days_before(6),  # the payouts loader stopped: last week's rows
     "finance.ledger_entries": _replay_batch,
     "sales.orders": None,
     "sales.order_lines": _lines_of_rolled_back_orders,
@@ -782,3 +813,27 @@ def generate_histories(out_dir: Path, seed: int = 7) -> dict[str, Path]:
         write_snapshot(table, path)
     _write_ownership_history(_fresh_folder(out_dir / OWNERSHIP_FOLDER))
     return folders
+
+
+#: Where the demo's "today" loads are written, beside each dataset's landing-day snapshot.
+TODAY = "today"
+
+
+def todays_load(out_dir: Path, dataset: str, now: datetime) -> Path:
+    """The landing-day snapshot of ``dataset`` loaded again today: every time in it moved by
+    the days between the landing day and ``now`` (so a stopped loader's rows stay as far behind
+    today as they were behind the landing day), written as Parquet beside it."""
+    source = landing_snapshot(out_dir, dataset)
+    schema = arrow_schema(DATASETS[dataset])
+    if source.suffix == ".csv":
+        table = pa_csv.read_csv(source, convert_options=pa_csv.ConvertOptions(column_types=schema))
+    else:
+        table = pq.read_table(source)
+    shift = pa.scalar(now - datetime.combine(LANDING_DAY + timedelta(days=1), datetime.min.time()))
+    columns = [
+        pc.add(column, shift) if pa.types.is_timestamp(column.type) else column
+        for column in table.columns
+    ]
+    path = source.with_name(f"{TODAY}.parquet")
+    pq.write_table(pa.table(columns, names=table.column_names), path)
+    return path

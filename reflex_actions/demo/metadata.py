@@ -60,6 +60,8 @@ from reflex_actions.demo.history import (
     RENAMED_AMOUNT_DAY,
     RENAMED_COLUMN_INCIDENT,
     ROLLED_BACK_DAY,
+    STALE_INCIDENT,
+    STALE_LEDGER,
     owners_on,
 )
 
@@ -251,6 +253,15 @@ def incidents() -> list[MetadataChangeProposalWrapper]:
             "The sales dashboard showed no order totals for 2026-09-28: the checkout release "
             "renamed the column amount_minor to amount_cents in sales.orders, and every report "
             "reading amount_minor broke. The release was reverted the next day.",
+        ),
+        _incident(
+            STALE_INCIDENT,
+            max(STALE_LEDGER),
+            "finance.ledger_entries",
+            "Stale ledger in finance.ledger_entries",
+            "Finance closed the books against a stale ledger on 2026-09-17 and 2026-09-18: the "
+            "ledger posting job had silently stopped after 2026-09-15, so the table still held "
+            "two- and three-day-old entries and nothing alerted.",
         ),
     ]
 

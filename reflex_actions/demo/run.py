@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,18 @@ from reflex_actions.demo.history import (
     INVOICES_INCIDENT,
     LANDING_DAY,
     LANDING_FOLDER,
+    LANDINGS,
     ORDER_LINES_INCIDENT,
     ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
     PARTIAL_LOAD_INCIDENT,
     PAYMENTS_INCIDENT,
     RENAMED_COLUMN_INCIDENT,
+    STALE_INCIDENT,
+    TODAY,
     generate_histories,
     landing_snapshot,
+    todays_load,
 )
 from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.errors import ReflexError
@@ -110,6 +115,12 @@ PARTIAL_LOAD_NOTE = (
     "The payments loader now commits a day's file in one transaction, so a timeout loads "
     "nothing and pages the owner; the missing half of 2026-09-14 was reloaded."
 )
+STALE_NOTE = (
+    "Restarted the ledger posting job; it now fails loudly and pages the owner when a run "
+    "does not finish."
+)
+#: how often the demo's idle source ticks the schedule (once per demo pipeline run)
+TICK_SECONDS = 3600
 RENAMED_COLUMN_NOTE = (
     "Reverted the checkout release; column renames now go through a deprecation period in "
     "which both names are written."
@@ -170,9 +181,15 @@ class Demo:
         #: what every pipeline run of this demo did, per route
         self.report = ReflexReport()
 
-    def react(self) -> None:
-        """Let the reflex pipeline handle every change written so far."""
-        pipeline = Pipeline.create(self.config)
+    def react(self, ticks: bool = False) -> None:
+        """Let the reflex pipeline handle every change written so far; with ``ticks``, the
+        source also ticks the schedule once it is idle (as the embedded runtime does)."""
+        config = self.config
+        if ticks:
+            source = {**config["source"], "config": {**config["source"]["config"]}}
+            source["config"]["tick_interval_seconds"] = TICK_SECONDS
+            config = {**config, "source": source}
+        pipeline = Pipeline.create(config)
         try:
             pipeline.run()
         finally:
@@ -267,6 +284,34 @@ class Demo:
         self.catalog.emit([acting_as(DEFAULT_ACTOR, dataset_urn(name), operation)])
         self.react()
 
+    def load_today(self, names: Sequence[str]) -> None:
+        """Today's loads of these estate datasets land (their landing-day data, moved to today),
+        each announced by an ``operation``."""
+        now = datetime.fromtimestamp(self.tick() / 1000, UTC).replace(tzinfo=None)
+        self.say(f"[4] today's loads land on {', '.join(names)}")
+        operations = []
+        for name in names:
+            snapshot = todays_load(self.workdir / "snapshots", name, now)
+            operations.append(
+                acting_as(
+                    DEFAULT_ACTOR,
+                    dataset_urn(name),
+                    OperationClass(
+                        timestampMillis=self.tick(),
+                        operationType=OperationTypeClass.INSERT,
+                        customProperties={"snapshot": str(snapshot), "snapshot_id": TODAY},
+                        lastUpdatedTimestamp=self.clock,
+                    ),
+                )
+            )
+        self.catalog.emit(operations)
+        self.react()
+
+    def schedule_ticks(self) -> None:
+        """The embedded source, idle, ticks the schedule: what is due is judged now."""
+        self.say("[5] the schedule ticks (the embedded source's idle tick): freshness is judged")
+        self.react(ticks=True)
+
 
 def _refused_then_approved(demo: Demo, lesson: Lesson) -> Lesson:
     """Human gate 2, showing its guard: an unauthorized user's approval is refused and
@@ -328,6 +373,23 @@ _missing_rows = _on_landed_data(
 _schema_change = _on_landed_data(
     RENAMED_COLUMN_INCIDENT, RENAMED_COLUMN_NOTE, "sales.orders", "sales.invoices"
 )
+
+
+def _stale_data(demo: Demo) -> bool:
+    """The ledger posting job stopped; the lesson is published on the tables fed by the same
+    payments; today the payouts loader has stopped too, and only the schedule can see it."""
+    source = dataset_urn("finance.ledger_entries")
+    lesson = demo.approve(demo.confirm(demo.resolve(STALE_INCIDENT, STALE_NOTE, source)))
+    landed = [
+        name
+        for name in LANDINGS
+        if dataset_urn(name) in lesson.published_scope and dataset_urn(name) != source
+    ]
+    demo.load_today(landed)
+    demo.say("    (the payouts loader has stopped: its table still holds last week's payouts)")
+    demo.schedule_ticks()
+    payouts = dataset_urn("finance.payouts")
+    return any(r.dataset == payouts for r in demo.recurrences(lesson, source))
 
 
 def _ownership(demo: Demo) -> bool:
@@ -395,6 +457,7 @@ SCENARIOS: dict[str, Scenario] = {
     "schema-change": Scenario(
         "an upstream column rename that breaks a downstream", "schema change", _schema_change
     ),
+    "stale-data": Scenario("a loader that silently stopped: stale data", "stale data", _stale_data),
 }
 
 

@@ -14,7 +14,8 @@ entry in ``labels.yaml``, else its id read as a time (a date alone is the end of
 Words: stale or outdated data, a loader or pipeline that stopped, no new rows since, not
 refreshed. Evidence: each timestamp column's lag (as-of time minus newest value) in the
 incident's snapshots against the normal lags; ``max_age`` is the largest normal lag of the
-earlier snapshots (no peeking) with headroom, and must stay below the incident's lag.
+earlier snapshots (no peeking), but no less than the time between snapshots (a table is that
+old just before its next load), with headroom, and must stay below the incident's lag.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 import duckdb
@@ -241,11 +243,20 @@ def _timestamp_columns(history: History) -> list[str]:
     return []
 
 
-def _learned_max_age(largest_normal_lag: float) -> int:
-    """The largest normal lag plus headroom, rounded up to the hour (to the minute below 2h)."""
-    with_headroom = max(largest_normal_lag, 0.0) * (1 + HEADROOM)
+def _learned_max_age(largest_normal_lag: float, cadence: float) -> int:
+    """The largest normal lag, but no less than the time between loads (``cadence``: just
+    before the next load a table is that old, and nothing is wrong), plus headroom; rounded
+    up to the hour (to the minute below 2h)."""
+    with_headroom = max(largest_normal_lag, cadence, 0.0) * (1 + HEADROOM)
     step = 3600 if with_headroom >= 7200 else 60
     return max(step, math.ceil(with_headroom / step) * step)
+
+
+def _cadence(history: History, snapshot_ids: list[str]) -> float:
+    """The median time between consecutive snapshots (seconds): how often the table loads."""
+    times = sorted(t for sid in snapshot_ids if (t := history.as_of_ms(sid)) is not None)
+    gaps = [(later - earlier) / 1000 for earlier, later in pairwise(times)]
+    return statistics.median(gaps) if gaps else 0.0
 
 
 @dataclass(frozen=True)
@@ -263,6 +274,7 @@ def discover_freshness(history: History, incident_urn: str) -> FreshnessFinding 
     if not failures or not timed:
         return None
     split = split_for_learning(history, failures, timed)
+    cadence = _cadence(history, split.normal)
     best: tuple[float, str, int, list[float], dict[str, float | None]] | None = None
     for field in _timestamp_columns(history):
         lags = snapshot_lags(history, field, split.learned)
@@ -271,7 +283,7 @@ def discover_freshness(history: History, incident_urn: str) -> FreshnessFinding 
         if not incident or not normal or any(lag is None for lag in normal):
             continue  # not a time in every normal snapshot: not the table's timestamp
         normal_lags = [lag for lag in normal if lag is not None]
-        max_age = _learned_max_age(max(normal_lags))
+        max_age = _learned_max_age(max(normal_lags), cadence)
         worst_fresh = min(math.inf if lag is None else lag for lag in incident)
         if not worst_fresh > max_age:
             continue
@@ -289,10 +301,12 @@ def discover_freshness(history: History, incident_urn: str) -> FreshnessFinding 
     fact = (
         f"in the {len(normal_lags)} normal snapshots learned from, the newest {field} lags at "
         f"most {format_duration(max(normal_lags))} behind the snapshot's time (median "
-        f"{format_duration(statistics.median(normal_lags))}); {incident_lags}; max_age "
-        f"{format_duration(max_age)} is the largest normal lag with {HEADROOM:.0%} headroom"
+        f"{format_duration(statistics.median(normal_lags))}), taken every "
+        f"{format_duration(cadence)}; {incident_lags}; max_age {format_duration(max_age)} is "
+        f"the larger of the two with {HEADROOM:.0%} headroom"
     )
-    control = {"type": "freshness", "max_age": format_duration(max_age), "timestamp_field": field}
+    spec_age = f"{max_age // 3600}h" if max_age % 3600 == 0 else f"{max_age // 60}m"
+    control = {"type": "freshness", "max_age": spec_age, "timestamp_field": field}
     return FreshnessFinding(control, fact, split)
 
 

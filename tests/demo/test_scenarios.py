@@ -31,6 +31,7 @@ from reflex_actions.demo.history import (
     ORDERS_INCIDENT,
     PARTIAL_LOAD_INCIDENT,
     RENAMED_COLUMN_INCIDENT,
+    STALE_INCIDENT,
     landing_snapshot,
 )
 from reflex_actions.demo.metadata import incidents
@@ -46,6 +47,7 @@ INCIDENTS = tuple(str(mcp.entityUrn) for mcp in incidents())
 ORDERS, INVOICES = dataset_urn("sales.orders"), dataset_urn("sales.invoices")
 ORDER_LINES, RETURNS = dataset_urn("sales.order_lines"), dataset_urn("sales.returns")
 PAYMENTS, REFUNDS = dataset_urn("finance.payments"), dataset_urn("finance.refunds")
+PAYOUTS = dataset_urn("finance.payouts")
 PAYMENTS_CHILDREN = {
     dataset_urn(name)
     for name in ("finance.ledger_entries", "finance.card_settlements", "finance.payouts")
@@ -94,6 +96,11 @@ def orphaned_references(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sc
 @pytest.fixture(scope="module")
 def missing_rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
     yield run_scenario(tmp_path_factory.mktemp("missing-rows") / "demo", "missing-rows")
+
+
+@pytest.fixture(scope="module")
+def stale_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRun]:
+    yield run_scenario(tmp_path_factory.mktemp("stale-data") / "demo", "stale-data")
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +242,42 @@ def test_a_schema_change_closes_its_loop_on_the_invoices(schema_change: Scenario
     assert_incident_b(run, RENAMED_COLUMN_INCIDENT, INVOICES, missing)
 
 
+def test_stale_data_closes_its_loop_on_the_payouts_by_the_schedule(stale_data: ScenarioRun) -> None:
+    run = stale_data
+    assert run.exit_code == 0, run.output
+    lesson = stored_lesson(run.store, lesson_urn_for(STALE_INCIDENT))
+    assert (lesson.failure_pattern, lesson.proposer.name) == ("stale_data", "deterministic")
+    # a day between snapshots (above every normal lag), plus 25%
+    assert lesson.control == {"type": "freshness", "max_age": "30h", "timestamp_field": "posted_at"}
+    assert "| finance.ledger_entries | 30 | 2 | 0 | 28 | 0 | 0 | 100% | 100% |" in lesson.report
+    assert lesson.state is LessonState.PUBLISHED
+    assert PAYOUTS in lesson.published_scope
+    assertion = assertion_urn(lesson.urn, PAYOUTS)
+    [(urn, info)] = incidents_b(run.store).items()
+    assert info.entities == [PAYOUTS] and info.source is not None
+    assert info.source.sourceUrn == assertion
+    assert STALE_INCIDENT in (info.description or "")
+    # judged by the schedule, on today's payouts, whose newest row is days old
+    today = landing_snapshot(run.workdir / "snapshots", "finance.payouts").with_name(
+        "today.parquet"
+    )
+    newest = count("SELECT epoch_ms(max(paid_at)) FROM {snapshot}", today)
+    event = latest(run.store, assertion, AssertionRunEventClass)
+    assert event is not None and event.result is not None and event.result.nativeResults
+    assert event.runId.startswith("scheduled-")
+    assert event.timestampMillis - newest > 30 * 3600 * 1000
+    assert urn == recurrence_incident_urn(
+        assertion, f"stale-since-{event.result.nativeResults['measured_newest']}"
+    )
+    # the datasets whose loads landed today are fresh
+    for name in ("finance.payments", "finance.card_settlements", "finance.refunds"):
+        run_event = latest(
+            run.store, assertion_urn(lesson.urn, dataset_urn(name)), AssertionRunEventClass
+        )
+        assert run_event is not None and run_event.result is not None
+        assert run_event.result.type == "SUCCESS", name
+
+
 @pytest.mark.parametrize(
     ("scenario", "incident"),
     [
@@ -243,6 +286,7 @@ def test_a_schema_change_closes_its_loop_on_the_invoices(schema_change: Scenario
         ("orphaned_references", INVOICES_INCIDENT),
         ("missing_rows", PARTIAL_LOAD_INCIDENT),
         ("schema_change", RENAMED_COLUMN_INCIDENT),
+        ("stale_data", STALE_INCIDENT),
     ],
 )
 def test_a_named_scenario_runs_only_itself(
@@ -267,7 +311,7 @@ def test_an_unknown_scenario_is_bad_input_naming_the_scenarios(tmp_path: Path) -
     assert ", ".join(SCENARIOS) in run.output
     assert (
         "duplicates, ownership, missing-values, invalid-values, orphaned-references, "
-        "missing-rows, schema-change" in run.output
+        "missing-rows, schema-change, stale-data" in run.output
     )
     assert not workdir.exists()  # refused before anything was set up
     hostile = run_scenario(workdir, "x" * 10_000)
@@ -287,9 +331,10 @@ def test_the_default_demo_plays_every_scenario(full_loop: FullLoop) -> None:
         "orphaned references",
         "missing rows",
         "schema change",
+        "stale data",
     ]
     store = store_of(full_loop.workdir)
     for incident in INCIDENTS:
         assert stored_lesson(store, lesson_urn_for(incident)).state is LessonState.PUBLISHED
     raised_on = {dataset for info in incidents_b(store).values() for dataset in info.entities}
-    assert {INVOICES, RETURNS, ORDER_LINES, REFUNDS} <= raised_on
+    assert {INVOICES, RETURNS, ORDER_LINES, REFUNDS, PAYOUTS} <= raised_on

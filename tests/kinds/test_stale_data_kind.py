@@ -233,10 +233,11 @@ def test_max_age_is_learned_from_the_earlier_normal_lags_only(tmp_path: Path) ->
     )
     finding = discover_freshness(load_history(folder), "urn:li:incident:s")
     assert finding is not None
-    # 17h with 25% headroom, rounded up to the hour; the held-out 23h lag is not seen
+    # a day between snapshots (above the 17h lag) with 25% headroom; the held-out lag is
+    # not seen
     assert finding.control == {
         "type": "freshness",
-        "max_age": "22h",
+        "max_age": "30h",
         "timestamp_field": "updated_at",
     }
     assert "2026-09-12" in finding.learned_from.held_out

@@ -108,7 +108,7 @@ def published(tmp_path: Path) -> Iterator[Published]:
         assert lesson.failure_pattern == STALE_DATA
         assert lesson.control == {
             "type": "freshness",
-            "max_age": "20h",  # the normal lag at the end of the day is 16h, plus 25%
+            "max_age": "30h",  # a day between loads (above the 16h lag), plus 25%
             "timestamp_field": "settled_at",
         }
         demo.steward_sets(lesson.urn, ROOT_CAUSE_STATUS, "CONFIRMED")
@@ -153,7 +153,7 @@ def test_cron_raises_incident_b_once_per_staleness_and_judges_once_per_slot(
         published.store, assertion_urn(published.lesson.urn, REFUNDS), AssertionRunEventClass
     )
     assert [r.result.type for _, r in refund_runs] == ["SUCCESS"]  # type: ignore[union-attr]
-    assert payout_runs[-1][1].result.nativeResults["measured_max_age_seconds"] == "72000"  # type: ignore[union-attr,index]
+    assert payout_runs[-1][1].result.nativeResults["measured_max_age_seconds"] == "108000"  # type: ignore[union-attr,index]
 
     # the same slot again: nothing is due, nothing is written
     code, again = _evaluate(pipeline)
