@@ -298,16 +298,17 @@ def on_recorded_change(change: AspectChange, ctx: HandlerContext) -> None:
     if fact is None:
         return
     for item in covered_controls(change.urn, ctx, change.time_ms, Trigger.ASPECT_CHANGE):
-        if fact.name in item.control.judged_on_recorded():
+        if fact.name in item.control.judged_on_recorded() and not already_ran(
+            ctx.catalog, item.assertion, fact.time_ms
+        ):
             judge_fact(item, change.urn, fact, ctx)
 
 
 def judge_fact(
     covered: CoveredControl, dataset_urn: str, fact: RecordedFact, ctx: HandlerContext
-) -> None:
-    """One control judged on one recorded fact, once: a fact is judged at its own time."""
-    if already_ran(ctx.catalog, covered.assertion, fact.time_ms):
-        return
+) -> tuple[ControlResult | None, str | None]:
+    """One control judged on one recorded fact (the caller checks it was not judged yet: a
+    fact is judged once, at its own time); its result, or why there is none."""
     result, error = judge_recorded(covered, dataset_urn, fact.facts, fact.run_id, ctx)
     record_run(
         covered,
@@ -318,3 +319,4 @@ def judge_fact(
         result=result,
         error=error,
     )
+    return result, error

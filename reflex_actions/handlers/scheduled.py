@@ -107,8 +107,8 @@ def _judge(
         ):
             counts.skipped += 1
             return
-        judge_fact(covered, dataset_urn, fact, ctx)
-        counts.judged += 1
+        result, error = judge_fact(covered, dataset_urn, fact, ctx)
+        _count(counts, result, error)
         return
     if already_ran(ctx.catalog, covered.assertion, slot):
         counts.skipped += 1
@@ -130,6 +130,10 @@ def _judge(
         covered, dataset_urn, ctx, time_ms=now_ms, run_id=run_id, result=result, error=error,
         incident_key=f"stale-since-{newest}",
     )  # fmt: skip
+    _count(counts, result, error)
+
+
+def _count(counts: SweepCounts, result: ControlResult | None, error: str | None) -> None:
     counts.judged += 1
     counts.errors += error is not None
     counts.failed += result is not None and not result.passed

@@ -20,8 +20,10 @@ from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
     IncidentInfoClass,
     IncidentStateClass,
+    SchemaMetadataClass,
 )
 
+from reflex_actions.catalog.steward import acting_as
 from reflex_actions.cli.main import cli
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import (
@@ -35,10 +37,11 @@ from reflex_actions.demo.history import (
     landing_snapshot,
 )
 from reflex_actions.demo.metadata import incidents
-from reflex_actions.demo.run import SCENARIOS
+from reflex_actions.demo.run import SCENARIOS, Demo
 from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
 from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
+from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from tests.loop.store import incidents_b, latest, store_of, stored_lesson, urns_with
 from tests.stages import FullLoop
 
@@ -338,3 +341,35 @@ def test_the_default_demo_plays_every_scenario(full_loop: FullLoop) -> None:
         assert stored_lesson(store, lesson_urn_for(incident)).state is LessonState.PUBLISHED
     raised_on = {dataset for info in incidents_b(store).values() for dataset in info.entities}
     assert {INVOICES, RETURNS, ORDER_LINES, REFUNDS, PAYOUTS} <= raised_on
+
+
+def test_a_recorded_schema_change_raises_incident_b_with_no_data_read(tmp_path: Path) -> None:
+    """After the schema-change scenario, an upstream release renames the column again and
+    DataHub records the new ``schemaMetadata`` of the orders: the MCL alone judges the
+    contract there (no snapshot lands), once, however often the event is delivered."""
+    run = run_scenario(tmp_path / "demo", "schema-change")
+    assert run.exit_code == 0, run.output
+    demo = Demo(run.workdir, say=lambda _: None)
+    try:
+        schema = demo.catalog.get_aspect(ORDERS, SchemaMetadataClass)
+        assert schema is not None
+        for field in schema.fields:
+            if field.fieldPath == "amount_minor":
+                field.fieldPath = "total_minor"
+        demo.catalog.emit([acting_as(DEFAULT_ACTOR, ORDERS, schema)])
+        demo.react()
+        lesson = lesson_urn_for(RENAMED_COLUMN_INCIDENT)
+        assertion = assertion_urn(lesson, ORDERS)
+        raised = incidents_b(run.store, ORDERS)
+        [(_, info)] = raised.items()
+        assert "1 violation(s) in 0 row(s)" in (info.description or "")
+        assert '"column": "amount_minor"' in (info.description or "")
+        event = latest(run.store, assertion, AssertionRunEventClass)
+        assert event is not None and event.runId.startswith("schema-")
+        # delivered again from the start of the log: the same state as once
+        store_of(run.workdir).with_name("reflex.db.reflex-offset").unlink()
+        demo.react()
+        assert incidents_b(run.store, ORDERS) == raised
+        assert latest(run.store, assertion, AssertionRunEventClass) == event
+    finally:
+        demo.catalog.close()

@@ -12,18 +12,23 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 from click.testing import CliRunner
-from datahub.metadata.schema_classes import AssertionRunEventClass
+from datahub.metadata.schema_classes import AssertionRunEventClass, DatasetProfileClass
 
 from reflex_actions.backtest import backtest, load_history
 from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.catalog.steward import acting_as
 from reflex_actions.cli.main import cli
+from reflex_actions.config import ReflexConfig
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import assertion_urn
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.scheduled import on_schedule
 from reflex_actions.kinds.missing_rows import MISSING_ROWS, discover_volume
 from reflex_actions.lessons.model import IncidentText, LessonState
 from reflex_actions.similarity import SimilarityQuery
+from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
@@ -270,5 +275,23 @@ def test_a_partial_load_closes_the_loop_on_another_dataset(tmp_path: Path) -> No
         demo.react()
         [(_, info)] = incidents_b(store, INVOICES).items()
         assert "30 violation(s) in 50 row(s)" in (info.description or "")
+
+        # DataHub profiles the invoices: the count is judged with no data read, against the
+        # counts the landings carried (median of [100, 104, 98, 101, 97, 50] is 99.5: >= 80)
+        config = ReflexConfig.model_validate(demo.config["action"]["config"])
+        profiled_at = demo.tick()
+        profile = DatasetProfileClass(timestampMillis=profiled_at, rowCount=60)
+        demo.catalog.emit([acting_as(DEFAULT_ACTOR, INVOICES, profile)])
+        # a sweep catches the profile up before its event is read; the event then finds it done
+        sweep = on_schedule(HandlerContext(catalog=demo.catalog, config=config), demo.tick(), 3600)
+        assert (sweep.judged, sweep.failed) == (1, 1)
+        demo.react()
+        runs = history(store, assertion, AssertionRunEventClass)
+        assert len(runs) == 3
+        profiled = runs[-1][1]
+        assert profiled.timestampMillis == profiled_at and profiled.runId.startswith("profile-")
+        assert profiled.result is not None and profiled.result.unexpectedCount == 20
+        assert json.loads(profiled.result.nativeResults["row_counts"])[-2:] == [50, 60]  # type: ignore[index]
+        assert len(incidents_b(store, INVOICES)) == 2
     finally:
         demo.catalog.close()
