@@ -187,6 +187,31 @@ def test_unregistered_control_type_falls_back() -> None:
     assert_fell_back(draft, info, "'distribution_drift'")
 
 
+def test_a_freshness_proposal_is_validated_like_any_control() -> None:
+    """The model may propose a stale-data lesson: a duration it cannot read, or a timestamp
+    field the dataset lacks, is refused; without a field it is judged on DataHub's record."""
+    stale = {
+        "failure_pattern": "stale_data",
+        "evidence": [{"source": "description", "quote": "The loader timed out"}],
+    }
+    draft, info = mocked(answer(**stale, control={"type": "freshness", "max_age": "26h"})).propose(
+        TEXT, FACTS
+    )
+    assert info == ProposerInfo(name="llm", model=MODEL)
+    assert (draft.failure_pattern, draft.control) == (
+        "stale_data",
+        {"type": "freshness", "max_age": "26h"},
+    )
+    unreadable = answer(**stale, control={"type": "freshness", "max_age": "a day or so"})
+    draft, info = mocked(unreadable).propose(TEXT, FACTS)
+    assert_fell_back(draft, info, "is not a duration")
+    absent = answer(
+        **stale, control={"type": "freshness", "max_age": "1d", "timestamp_field": "loaded_at"}
+    )
+    draft, info = mocked(absent).propose(TEXT, FACTS)
+    assert_fell_back(draft, info, "'loaded_at'")
+
+
 def test_injection_in_the_incident_yields_only_a_valid_spec() -> None:
     """The model obeys an instruction planted in the incident; Reflex does not."""
     text = TEXT.model_copy(update={"description": f"{DESCRIPTION} {INJECTION}"})
