@@ -17,8 +17,10 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.backtest.history import row_counts
+from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
+from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, run_control, run_control_on_recorded
 from reflex_actions.handlers.assertions import (
@@ -29,7 +31,7 @@ from reflex_actions.handlers.assertions import (
     row_counts_after,
     run_event_mcp,
 )
-from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.change import AspectChange, MalformedEvent
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.landing import (
     DEFAULT_PARTITION,
@@ -269,8 +271,14 @@ class RecordedFact:
 
 
 def profile_fact(profile: DatasetProfileClass | None) -> RecordedFact | None:
+    """A profile's row count; a count no table holds is a malformed event, judged nowhere."""
     if profile is None or profile.rowCount is None:
         return None
+    if not 0 <= profile.rowCount <= MAX_COUNT:
+        raise MalformedEvent(
+            f"datasetProfile.rowCount {excerpt(profile.rowCount)} is not a row count "
+            f"(0 to {MAX_COUNT})"
+        )
     return RecordedFact(
         "row_count",
         RecordedFacts(row_count=profile.rowCount),

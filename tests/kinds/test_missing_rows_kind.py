@@ -279,6 +279,11 @@ def test_a_partial_load_closes_the_loop_on_another_dataset(tmp_path: Path) -> No
         # DataHub profiles the invoices: the count is judged with no data read, against the
         # counts the landings carried (median of [100, 104, 98, 101, 97, 50] is 99.5: >= 80)
         config = ReflexConfig.model_validate(demo.config["action"]["config"])
+        for count in (-1, 10**15):  # no table holds these: malformed, judged nowhere
+            bad = DatasetProfileClass(timestampMillis=demo.tick(), rowCount=count)
+            demo.catalog.emit([acting_as(DEFAULT_ACTOR, INVOICES, bad)])
+        demo.react()
+        assert len(history(store, assertion, AssertionRunEventClass)) == 2
         profiled_at = demo.tick()
         profile = DatasetProfileClass(timestampMillis=profiled_at, rowCount=60)
         demo.catalog.emit([acting_as(DEFAULT_ACTOR, INVOICES, profile)])
