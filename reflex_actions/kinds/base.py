@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Protocol
 
+from reflex_actions.backtest.history import LearningSplit
 from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.controls import Control
 from reflex_actions.errors import ReflexError
@@ -155,6 +156,48 @@ class LessonKind(ABC):
     ) -> OwnerChange | None:
         """A replacement owner to propose when its control fails on a departure, if any."""
         return None
+
+
+@dataclass(frozen=True)
+class LearnedFinding:
+    """A control whose parameters a kind learned from the earlier part of a source's history
+    (no peeking), the fact of the history that shows it, and what it learned from."""
+
+    control: dict[str, Any]
+    fact: str
+    learned_from: LearningSplit
+
+
+def learned_draft(
+    pattern: str,
+    evidence: list[Evidence],
+    finding: LearnedFinding | None,
+    found: tuple[str, str],
+    not_found: tuple[str, str],
+) -> LessonDraft:
+    """The draft of a kind that learns its control from the history: with the finding, its
+    control and the history's fact as evidence; without, no control and a steward's task.
+    ``found`` and ``not_found`` are each (root cause, rationale)."""
+    if finding is None:
+        root_cause, rationale = not_found
+        return LessonDraft(
+            failure_pattern=pattern,
+            root_cause=root_cause,
+            evidence=evidence,
+            control=None,
+            confidence=0.3,
+            rationale=rationale,
+        )
+    root_cause, rationale = found
+    return LessonDraft(
+        failure_pattern=pattern,
+        root_cause=root_cause,
+        evidence=[*evidence, Evidence(source="history", quote=finding.fact)],
+        control=finding.control,
+        confidence=0.8,
+        rationale=rationale,
+        learned_from=finding.learned_from,
+    )
 
 
 def _type_of(control: type[Control]) -> str:

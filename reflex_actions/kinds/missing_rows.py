@@ -17,21 +17,19 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from reflex_actions.backtest.history import (
     History,
-    LearningSplit,
     row_counts,
     split_for_learning,
 )
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import MAX_COUNT, count_field
 from reflex_actions.errors import SnapshotNotFoundError
-from reflex_actions.kinds.base import LessonKind, Trigger
+from reflex_actions.kinds.base import LearnedFinding, LessonKind, Trigger, learned_draft
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
@@ -164,13 +162,6 @@ FROM (
 
 
 # --- evidence from the history -------------------------------------------------------------------
-@dataclass(frozen=True)
-class VolumeFinding:
-    control: dict[str, Any]
-    fact: str
-    learned_from: LearningSplit
-
-
 def _drops(counts: list[int], window: int) -> list[float]:
     """Each count's drop below the median of the ``window`` counts before it (first skipped)."""
     drops = []
@@ -180,7 +171,7 @@ def _drops(counts: list[int], window: int) -> list[float]:
     return drops
 
 
-def discover_volume(history: History, incident_urn: str, window: int = 7) -> VolumeFinding | None:
+def discover_volume(history: History, incident_urn: str, window: int = 7) -> LearnedFinding | None:
     """A relative rule that the learning part of the history keeps and the incident breaks:
     ``max_drop`` the largest normal drop plus headroom, rounded up to a tenth, below the
     incident's drop (each against the median of the snapshots before it, in time order)."""
@@ -211,7 +202,7 @@ def discover_volume(history: History, incident_urn: str, window: int = 7) -> Vol
         f"{failed} lies {min(incident_drops):.0%} below"
     )
     control = {"type": "volume", "max_drop": max_drop, "window": window}
-    return VolumeFinding(control, fact, split)
+    return LearnedFinding(control, fact, split)
 
 
 # --- the kind ------------------------------------------------------------------------------------
@@ -238,27 +229,21 @@ class MissingRowsKind(LessonKind):
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
     ) -> LessonDraft:
-        evidence = unique(evidence)
         name = display_name(facts.source.urn) if facts.source else "the dataset"
         finding = discover_volume(facts.history, text.urn) if facts.history else None
-        if finding is None:
-            return LessonDraft(
-                failure_pattern=self.pattern,
-                root_cause=f"A load wrote far fewer rows than usual to {name}.",
-                evidence=evidence,
-                control=None,
-                confidence=0.3,
-                rationale="No history separates the incident's row count from the normal ones: "
-                "a steward must set the bounds (min_rows, or max_drop against the last loads).",
-            )
-        return LessonDraft(
-            failure_pattern=self.pattern,
-            root_cause=f"A partial load wrote far fewer rows than usual to {name}, and nothing "
-            "compared the count with the loads before it.",
-            evidence=[*evidence, Evidence(source="history", quote=finding.fact)],
-            control=finding.control,
-            confidence=0.8,
-            rationale="The history shows the incident's count dropping far more below the "
-            "trailing median than any normal load did.",
-            learned_from=finding.learned_from,
+        return learned_draft(
+            self.pattern,
+            unique(evidence),
+            finding,
+            found=(
+                f"A partial load wrote far fewer rows than usual to {name}, and nothing "
+                "compared the count with the loads before it.",
+                "The history shows the incident's count dropping far more below the "
+                "trailing median than any normal load did.",
+            ),
+            not_found=(
+                f"A load wrote far fewer rows than usual to {name}.",
+                "No history separates the incident's row count from the normal ones: a steward "
+                "must set the bounds (min_rows, or max_drop against the last loads).",
+            ),
         )

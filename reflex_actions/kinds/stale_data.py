@@ -23,20 +23,19 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 import duckdb
 from pydantic import field_validator
 
-from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
+from reflex_actions.backtest.history import History, split_for_learning
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import validate_column_name
 from reflex_actions.errors import SnapshotError, SnapshotNotFoundError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LearnedFinding, LessonKind, StatusOf, Trigger, learned_draft
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
@@ -259,14 +258,7 @@ def _cadence(history: History, snapshot_ids: list[str]) -> float:
     return statistics.median(gaps) if gaps else 0.0
 
 
-@dataclass(frozen=True)
-class FreshnessFinding:
-    control: dict[str, Any]
-    fact: str
-    learned_from: LearningSplit
-
-
-def discover_freshness(history: History, incident_urn: str) -> FreshnessFinding | None:
+def discover_freshness(history: History, incident_urn: str) -> LearnedFinding | None:
     """The timestamp column whose lag separates the incident's snapshots from the normal ones
     learned from (the earlier two thirds), with ``max_age`` learned from the normal lags."""
     failures = set(failure_snapshots(history, incident_urn))
@@ -307,7 +299,7 @@ def discover_freshness(history: History, incident_urn: str) -> FreshnessFinding 
     )
     spec_age = f"{max_age // 3600}h" if max_age % 3600 == 0 else f"{max_age // 60}m"
     control = {"type": "freshness", "max_age": spec_age, "timestamp_field": field}
-    return FreshnessFinding(control, fact, split)
+    return LearnedFinding(control, fact, split)
 
 
 # --- the kind ------------------------------------------------------------------------------------
@@ -364,28 +356,22 @@ class StaleDataKind(LessonKind):
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
     ) -> LessonDraft:
-        evidence = unique(evidence)
         name = display_name(facts.source.urn) if facts.source else "the dataset"
         finding = discover_freshness(facts.history, text.urn) if facts.history else None
-        if finding is None:
-            return LessonDraft(
-                failure_pattern=self.pattern,
-                root_cause=f"The loader of {name} stopped and its data went stale.",
-                evidence=evidence,
-                control=None,
-                confidence=0.3,
-                rationale="No timestamp column in the history separates the incident's "
-                "snapshots from the normal ones: a steward must set max_age (and "
-                "timestamp_field, or none to judge DataHub's last recorded update).",
-            )
-        return LessonDraft(
-            failure_pattern=self.pattern,
-            root_cause=f"The loader of {name} stopped and nothing checked how old its newest "
-            f"rows were, so consumers read stale data.",
-            evidence=[*evidence, Evidence(source="history", quote=finding.fact)],
-            control=finding.control,
-            confidence=0.8,
-            rationale="The history shows the incident's snapshots lagging far more behind "
-            "their time than any normal snapshot did.",
-            learned_from=finding.learned_from,
+        return learned_draft(
+            self.pattern,
+            unique(evidence),
+            finding,
+            found=(
+                f"The loader of {name} stopped and nothing checked how old its newest rows "
+                "were, so consumers read stale data.",
+                "The history shows the incident's snapshots lagging far more behind their "
+                "time than any normal snapshot did.",
+            ),
+            not_found=(
+                f"The loader of {name} stopped and its data went stale.",
+                "No timestamp column in the history separates the incident's snapshots from "
+                "the normal ones: a steward must set max_age (and timestamp_field, or none to "
+                "judge DataHub's last recorded update).",
+            ),
         )
