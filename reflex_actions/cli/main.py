@@ -4,21 +4,52 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import NamedTuple
 
 import click
 
 from reflex_actions import __version__
 
-#: command name -> "module:attribute". Modules are imported only when their command runs: the
-#: DataHub SDK alone takes over a second to import, which `control run` should not pay.
+
+class LazyCommand(NamedTuple):
+    """Where a subcommand lives, and what ``--help`` says of it without importing it."""
+
+    #: "module:attribute"
+    target: str
+    #: the first paragraph of the command's help (a test holds it to the real one)
+    summary: str
+
+
+#: command name -> its lazy entry. Modules are imported only when their command runs: the
+#: DataHub SDK alone takes over a second to import, which `control run` and `--help` should
+#: not pay.
 COMMANDS = {
-    "control": "reflex_actions.cli.control:control",
-    "backtest": "reflex_actions.cli.backtest:backtest_command",
-    "init": "reflex_actions.cli.catalog:init_command",
-    "load": "reflex_actions.cli.catalog:load_command",
-    "steward": "reflex_actions.cli.catalog:steward",
-    "demo": "reflex_actions.cli.catalog:demo_command",
-    "evaluate": "reflex_actions.cli.evaluate:evaluate_command",
+    "control": LazyCommand("reflex_actions.cli.control:control", "Compile and run controls."),
+    "backtest": LazyCommand(
+        "reflex_actions.cli.backtest:backtest_command",
+        "Backtest a control SPEC on historical snapshots and report precision, recall, coverage.",
+    ),
+    "init": LazyCommand(
+        "reflex_actions.cli.catalog:init_command",
+        "Create Reflex's structured properties and the lessons glossary node (idempotent).",
+    ),
+    "load": LazyCommand(
+        "reflex_actions.cli.catalog:load_command",
+        "Load a metadata file (the MCP JSON `datahub ingest` reads) into the embedded store.",
+    ),
+    "steward": LazyCommand(
+        "reflex_actions.cli.catalog:steward",
+        "Act as a steward on the embedded store (what the DataHub UI does on a server).",
+    ),
+    "demo": LazyCommand(
+        "reflex_actions.cli.catalog:demo_command",
+        "Run the whole loop on the embedded store, every scenario or the one named; exit 0 if "
+        "each closes its loop (incident A -> control -> incident B on another dataset).",
+    ),
+    "evaluate": LazyCommand(
+        "reflex_actions.cli.evaluate:evaluate_command",
+        "Judge the scheduled controls (stale data) that are due; exit 1 if any failed.",
+    ),
 }
 
 
@@ -33,12 +64,20 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module, attribute = target.split(":")
+        module, attribute = entry.target.split(":")
         command: click.Command = getattr(importlib.import_module(module), attribute)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the commands from their summaries: click lays them out as it would the
+        imported commands, and ``--help`` imports none of them."""
+        listing = click.Group(
+            commands=[click.Command(name, help=entry.summary) for name, entry in COMMANDS.items()]
+        )
+        listing.format_commands(ctx, formatter)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
