@@ -1,13 +1,22 @@
-"""Evaluate a control on every snapshot of each candidate's history, one DuckDB query each."""
+"""Evaluate a control on every snapshot of each candidate's history, one DuckDB query each.
+
+Snapshots are judged independently, several at once: a bounded pool of worker threads, each
+with its own cursor on one DuckDB database, so the memory limit and spill folder bound them
+all together. A control judging volume needs the counts of the snapshots before each one, so
+its snapshots are judged in order, one at a time.
+"""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -19,21 +28,96 @@ from reflex_actions.backtest.metrics import (
     SnapshotOutcome,
 )
 from reflex_actions.controls import Control
-from reflex_actions.errors import SnapshotError, first_line
+from reflex_actions.errors import ReflexError, SnapshotError, first_line
 from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
 from reflex_actions.kinds import kind_for_control
-from reflex_actions.snapshots import SnapshotFile, files_relation
+from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import RecordedFacts
 
 DEFAULT_SAMPLE_SIZE = 3
 #: DuckDB spills aggregates to disk beyond this, keeping a backtest's memory bounded.
 DEFAULT_MEMORY_LIMIT = "768MB"
+#: Snapshots judged at once. A snapshot of up to one row group is scanned by one thread, so
+#: one query per core leaves cores idle; a few more keep them busy (bench/RESULTS.md).
+DEFAULT_WORKERS = 2 * (os.cpu_count() or 1)
 
-#: Called with (dataset, fraction done of its query) while a long query runs.
+#: Called with (dataset, fraction of its snapshots judged) as each snapshot is judged.
 ProgressCallback = Callable[[str, float], None]
 
 #: rows_scanned, violation_count, sample (and, for a control reporting them, its measures)
 RawRow = tuple[Any, ...]
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+
+class CursorPool:
+    """At most ``size`` worker threads, each with its own cursor on one DuckDB database (so
+    one memory limit and one spill folder bound them all), running tasks concurrently."""
+
+    def __init__(self, database: duckdb.DuckDBPyConnection, size: int) -> None:
+        self._database = database
+        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="reflex-backtest")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """This worker thread's cursor, opened on its first task."""
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._database.cursor()
+            self._local.cursor = cursor
+            with self._lock:
+                self._cursors.append(cursor)
+        return cursor
+
+    def map(
+        self,
+        task: Callable[[duckdb.DuckDBPyConnection, _Item], _Result],
+        items: Sequence[_Item],
+        done: Callable[[int], None] | None = None,
+    ) -> list[_Result]:
+        """``task(cursor, item)`` for every item, several at once; results in ``items`` order.
+        ``done`` is called on this thread with how many have finished, as each finishes."""
+        futures: list[Future[_Result]] = [
+            self._executor.submit(lambda item=item: task(self._cursor(), item)) for item in items
+        ]
+        if done is not None:
+            finished = threading.Semaphore(0)
+            for future in futures:
+                future.add_done_callback(lambda _: finished.release())
+            for count in range(1, len(futures) + 1):
+                finished.acquire()
+                done(count)
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        for cursor in self._cursors:
+            cursor.close()
+
+
+@contextmanager
+def _database(
+    memory_limit: str, workers: int
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, CursorPool]]:
+    """One DuckDB database with the memory limit and a temporary spill folder, and a pool of
+    ``workers`` cursors on it."""
+    with tempfile.TemporaryDirectory(prefix="reflex-backtest-") as spill_dir:
+        con = duckdb.connect(
+            config={
+                "memory_limit": memory_limit,
+                "temp_directory": spill_dir,
+                "preserve_insertion_order": False,
+            }
+        )
+        pool = CursorPool(con, workers)
+        try:
+            yield con, pool
+        finally:
+            pool.close()
+            con.close()
 
 
 def backtest(
@@ -45,6 +129,7 @@ def backtest(
     progress: ProgressCallback | None = None,
     controls_by_dataset: Mapping[str, Control] | None = None,
     references: Mapping[str, History] | None = None,
+    workers: int = DEFAULT_WORKERS,
 ) -> BacktestReport:
     """Backtest ``control`` on each history and score it against the histories' labels.
 
@@ -52,29 +137,21 @@ def backtest(
     e.g. the same uniqueness check on a dataset that names the key differently. ``references``
     holds the histories of the datasets a referencing control checks against (by dataset urn):
     each child snapshot is paired with the parent's snapshot of the same id, or its latest one
-    before it (:meth:`History.snapshot_for`).
+    before it (:meth:`History.snapshot_for`). ``workers`` snapshots are judged at once.
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ReflexError(f"backtest workers must be a whole number of at least 1, not {workers!r}")
     started = time.perf_counter()
     datasets: list[DatasetBacktest] = []
     outcomes: list[SnapshotOutcome] = []
-    with tempfile.TemporaryDirectory(prefix="reflex-backtest-") as spill_dir:
-        con = duckdb.connect(
-            config={
-                "memory_limit": memory_limit,
-                "temp_directory": spill_dir,
-                "preserve_insertion_order": False,
-            }
-        )
-        try:
-            for history in histories:
-                own_control = (controls_by_dataset or {}).get(history.dataset, control)
-                dataset, dataset_outcomes = _backtest_history(
-                    con, own_control, history, sample_size, progress, references or {}
-                )
-                datasets.append(dataset)
-                outcomes.extend(dataset_outcomes)
-        finally:
-            con.close()
+    with _database(memory_limit, workers) as (con, pool):
+        for history in histories:
+            own_control = (controls_by_dataset or {}).get(history.dataset, control)
+            dataset, dataset_outcomes = _backtest_history(
+                con, pool, own_control, history, sample_size, progress, references or {}
+            )
+            datasets.append(dataset)
+            outcomes.extend(dataset_outcomes)
     return BacktestReport(
         control_type=control.type,
         control=control.describe(),
@@ -90,8 +167,21 @@ def backtest(
     )
 
 
+@dataclass(frozen=True)
+class _Judgement:
+    """One snapshot to judge and what it is judged with: the parent snapshot it is paired
+    with (a referencing control), the time it is judged as of and the dataset's last update
+    then (a control judged as of a time)."""
+
+    snapshot: SnapshotFile
+    reference: ReferenceSnapshot | None = None
+    as_of_ms: int | None = None
+    last_updated_ms: int | None = None
+
+
 def _backtest_history(
     con: duckdb.DuckDBPyConnection,
+    pool: CursorPool,
     control: Control,
     history: History,
     sample_size: int,
@@ -100,29 +190,27 @@ def _backtest_history(
 ) -> tuple[DatasetBacktest, list[SnapshotOutcome]]:
     started = time.perf_counter()
     unusable: dict[str, str] = {}
-    types: dict[str, dict[str, str]] = {}  # evaluable snapshot id -> its column types
-    for snapshot in history.snapshots:
-        try:
-            types[snapshot.snapshot_id] = snapshot.check_columns(con, control.required_columns())
-        except SnapshotError as error:
-            unusable[snapshot.snapshot_id] = str(error)
-    evaluable = [snapshot for snapshot in history.snapshots if snapshot.snapshot_id in types]
     target = control.referenced()
-    checked_against: dict[str, str] = {}  # child snapshot id -> the parent snapshot it paired
     parent = references.get(target.dataset) if target else None
     if target is not None and parent is None:
-        raw = {}
-        for snapshot in evaluable:
+        judgements = []
+        for snapshot in history.snapshots:
             unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
-    elif target is not None or control.one_snapshot_at_a_time or control.earlier_counts_needed():
-        raw, checked_against = _evaluate_one_by_one(
-            con, control, history, evaluable, types, sample_size, parent, unusable
-        )
     else:
-        shared = _shared_types(control, [types[s.snapshot_id] for s in evaluable])
-        raw = _evaluate(
-            con, control, evaluable, shared, sample_size, history.dataset, progress, unusable
-        )
+        judgements = _judgements(control, history, parent, unusable)
+    raw: dict[str, RawRow] = {}
+    judged = _judge_all(con, pool, control, judgements, sample_size, history.dataset, progress)
+    for snapshot_id, result in judged.items():
+        if isinstance(result, str):
+            unusable[snapshot_id] = result
+        else:
+            raw[snapshot_id] = result
+    checked_against = {  # child snapshot id -> the parent snapshot it was paired with
+        j.snapshot.snapshot_id: f"{parent.dataset} {j.reference.file.snapshot_id} "
+        f"({j.reference.chosen})"
+        for j in judgements
+        if parent is not None and j.reference is not None
+    }
     kind = kind_for_control(control.type)
     labels = history.labels_for(kind.pattern if kind else None)
     outcomes = [
@@ -155,70 +243,17 @@ def _backtest_history(
     return dataset, outcomes
 
 
-def _shared_types(control: Control, types: list[dict[str, str]]) -> dict[str, str]:
-    """The control's columns whose type is the same in every snapshot (a control may then
-    compare them in that type, as it does on one snapshot)."""
-    shared = {}
-    for name in control.required_columns():
-        found = {snapshot_types.get(name) for snapshot_types in types}
-        if len(found) == 1 and None not in found:
-            shared[name] = found.pop()
-    return shared
-
-
-def _evaluate(
-    con: duckdb.DuckDBPyConnection,
-    control: Control,
-    snapshots: list[SnapshotFile],
-    types: dict[str, str],
-    sample_size: int,
-    dataset: str,
-    progress: ProgressCallback | None,
-    unusable: dict[str, str],
-) -> dict[str, RawRow]:
-    """Raw results by snapshot id, from one query over all files.
-
-    If that query fails (a file whose footer reads fine but whose data is corrupt), each file is
-    evaluated alone so that only the broken ones are marked not evaluable, with DuckDB's reason.
-    """
-    if not snapshots:
-        return {}
-    try:
-        return _run_partitioned(con, control, snapshots, types, sample_size, dataset, progress)
-    except duckdb.Error:
-        results: dict[str, RawRow] = {}
-        for snapshot in snapshots:
-            try:
-                results |= _run_partitioned(
-                    con, control, [snapshot], types, sample_size, dataset, None
-                )
-            except duckdb.Error as error:
-                unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
-        return results
-
-
-def _evaluate_one_by_one(
-    con: duckdb.DuckDBPyConnection,
-    control: Control,
-    history: History,
-    snapshots: list[SnapshotFile],
-    types: dict[str, dict[str, str]],
-    sample_size: int,
-    parent: History | None,
-    unusable: dict[str, str],
-) -> tuple[dict[str, RawRow], dict[str, str]]:
-    """Raw results of a control judged one snapshot at a time, in id (time) order, as landing
-    runs would have seen them: each against the row counts of the evaluable snapshots before it
-    (a control judging volume) and, for a referencing control, against its paired snapshot of
-    the ``parent`` history (a child snapshot with none to pair is not evaluable), and as of
-    the time it was taken for a control judged as of a time (with the dataset's last update
-    replayed from the history: the first of the snapshots since its content last changed);
-    and which parent snapshot each was paired with."""
-    results: dict[str, RawRow] = {}
-    pairs: dict[str, str] = {}
-    counts: list[int] = []
+def _judgements(
+    control: Control, history: History, parent: History | None, unusable: dict[str, str]
+) -> list[_Judgement]:
+    """The snapshots to judge, each as a landing run would have judged it: against its paired
+    snapshot of the ``parent`` history (a child snapshot with none to pair is not evaluable),
+    and as of the time it was taken for a control judged as of a time (with the dataset's last
+    update replayed from the history: the first of the snapshots since its content last
+    changed). Those that cannot be judged get their reason in ``unusable``."""
+    judgements = []
     last_updates = last_changed_ms(history) if control.judged_as_of else {}
-    for snapshot in snapshots:
+    for snapshot in history.snapshots:
         as_of = history.as_of_ms(snapshot.snapshot_id) if control.judged_as_of else None
         if control.judged_as_of and as_of is None:
             unusable[snapshot.snapshot_id] = (
@@ -226,94 +261,87 @@ def _evaluate_one_by_one(
                 "snapshot_times entry for it: it cannot be judged as of when it was taken"
             )
             continue
-        paired = None
-        if parent is not None:
-            paired = parent.snapshot_for(snapshot.snapshot_id)
-            if paired is None:
-                unusable[snapshot.snapshot_id] = (
-                    f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
-                )
-                continue
-            pairs[snapshot.snapshot_id] = f"{parent.dataset} {paired[0].snapshot_id} ({paired[1]})"
-        try:
-            relation = replace(
-                with_reference(
-                    con,
-                    control,
-                    snapshot.relation(types=types[snapshot.snapshot_id]),
-                    ReferenceSnapshot(*paired) if paired else None,
-                ),
-                earlier_counts=recent_counts(control, counts),
-                as_of_ms=as_of,
-                recorded=RecordedFacts(last_updated_ms=last_updates.get(snapshot.snapshot_id))
-                if control.judged_as_of and not control.reads_data()
-                else None,
+        paired = parent.snapshot_for(snapshot.snapshot_id) if parent is not None else None
+        if parent is not None and paired is None:
+            unusable[snapshot.snapshot_id] = (
+                f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
             )
-            query = control.compile(relation, sample_size)
-            raw = con.execute(query.sql, query.params).fetchone()
-        except SnapshotError as error:
-            unusable[snapshot.snapshot_id] = str(error)
             continue
-        except duckdb.Error as error:
-            unusable[snapshot.snapshot_id] = _cannot_evaluate(snapshot, error)
-            continue
-        results[snapshot.snapshot_id] = raw
-        counts.append(raw[0])
-    return results, pairs
+        judgements.append(
+            _Judgement(
+                snapshot=snapshot,
+                reference=ReferenceSnapshot(*paired) if paired else None,
+                as_of_ms=as_of,
+                last_updated_ms=last_updates.get(snapshot.snapshot_id),
+            )
+        )
+    return judgements
 
 
-def _run_partitioned(
+def _judge_all(
     con: duckdb.DuckDBPyConnection,
+    pool: CursorPool,
     control: Control,
-    snapshots: list[SnapshotFile],
-    types: dict[str, str],
+    judgements: list[_Judgement],
     sample_size: int,
     dataset: str,
     progress: ProgressCallback | None,
-) -> dict[str, RawRow]:
-    relation = replace(files_relation(snapshots, control.required_columns()), types=types)
-    query = control.compile(relation, sample_size)
-    rows = _execute(con, query.sql, query.params, dataset, progress)
-    by_path = {row[0]: tuple(row[1:]) for row in rows}
-    results = {s.snapshot_id: by_path[s.read_path] for s in snapshots if s.read_path in by_path}
-    # A file with no rows yields no group; whether an empty table is a failure is the control's
-    # to say (a row count says yes), so it is evaluated alone, as a landing run would.
-    for snapshot in snapshots:
-        if snapshot.read_path not in by_path:
-            alone = control.compile(snapshot.relation(types=types), sample_size)
-            results[snapshot.snapshot_id] = con.execute(alone.sql, alone.params).fetchone()
-    return results
+) -> dict[str, RawRow | str]:
+    """Each snapshot's raw result, or why it is not evaluable, by snapshot id.
+
+    Independent snapshots are judged several at once; a control judging volume is judged on
+    one snapshot after another, each against the row counts of the evaluable ones before it.
+    """
+
+    def report(done: int) -> None:
+        if progress is not None:
+            progress(dataset, done / len(judgements))
+
+    if not control.earlier_counts_needed():
+        judged = pool.map(
+            lambda cursor, judgement: _judge(cursor, control, judgement, sample_size, ()),
+            judgements,
+            report,
+        )
+    else:
+        judged, counts = [], []
+        for done, judgement in enumerate(judgements, start=1):
+            judged.append(
+                _judge(con, control, judgement, sample_size, recent_counts(control, counts))
+            )
+            if not isinstance(judged[-1], str):
+                counts.append(judged[-1][0])
+            report(done)
+    return {j.snapshot.snapshot_id: result for j, result in zip(judgements, judged, strict=True)}
 
 
-def _execute(
+def _judge(
     con: duckdb.DuckDBPyConnection,
-    sql: str,
-    params: dict[str, Any],
-    dataset: str,
-    progress: ProgressCallback | None,
-) -> list[tuple[Any, ...]]:
-    """Run a query; with a progress callback, report DuckDB's query progress while it runs."""
-    if progress is None:
-        return con.execute(sql, params).fetchall()
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["rows"] = con.execute(sql, params).fetchall()
-        except duckdb.Error as error:
-            result["error"] = error
-
-    worker = threading.Thread(target=run, name="reflex-backtest-query")
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.2)
-        fraction = con.query_progress()
-        if fraction >= 0:
-            progress(dataset, fraction / 100)
-    progress(dataset, 1.0)
-    if "error" in result:
-        raise result["error"]
-    return result["rows"]
+    control: Control,
+    judgement: _Judgement,
+    sample_size: int,
+    earlier_counts: tuple[int, ...],
+) -> RawRow | str:
+    """The control's raw result on one snapshot (its own column types, as ``run_control``
+    reads them), or why it cannot be evaluated: a missing column, an unreadable file or
+    DuckDB's reason for failing on its data."""
+    snapshot = judgement.snapshot
+    try:
+        types = snapshot.check_columns(con, control.required_columns())
+        relation = replace(
+            with_reference(con, control, snapshot.relation(types=types), judgement.reference),
+            earlier_counts=earlier_counts,
+            as_of_ms=judgement.as_of_ms,
+            recorded=RecordedFacts(last_updated_ms=judgement.last_updated_ms)
+            if control.judged_as_of and not control.reads_data()
+            else None,
+        )
+        query = control.compile(relation, sample_size)
+        return con.execute(query.sql, query.params).fetchone()
+    except SnapshotError as error:
+        return str(error)
+    except duckdb.Error as error:
+        return _cannot_evaluate(snapshot, error)
 
 
 def _outcome(
