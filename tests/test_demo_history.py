@@ -298,7 +298,6 @@ def test_landing_snapshots_hold_incident_b_only_in_the_ledger(
         "finance.card_settlements": "passed",
         "finance.ledger_entries": "flagged",
         "finance.payments": "passed",
-        "finance.payouts": "drift",  # it names the transaction txn_id
         "finance.refunds": "flagged",  # the false-positive trap: partial refunds repeat it
     }
     assert (landing / "finance.card_settlements" / "2026-10-01.csv").is_file()

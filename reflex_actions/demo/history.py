@@ -25,7 +25,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import yaml
 
@@ -648,7 +647,6 @@ LANDINGS: dict[str, Injection | None] = {
     "finance.payments": None,
     "finance.card_settlements": None,
     "finance.refunds": _partial_load,
-    "finance.payouts": _loaded_days_before(6),  # the payouts loader stopped: last week's rows
     "finance.ledger_entries": _replay_batch,
     "sales.orders": None,
     "sales.order_lines": _lines_of_rolled_back_orders,
@@ -817,23 +815,27 @@ def generate_histories(out_dir: Path, seed: int = 7) -> dict[str, Path]:
 
 #: Where the demo's "today" loads are written, beside each dataset's landing-day snapshot.
 TODAY = "today"
+#: The loader that has stopped by "today", and how many days before today it last loaded.
+STOPPED_LOADER = ("finance.payouts", 6)
 
 
-def todays_load(out_dir: Path, dataset: str, now: datetime) -> Path:
-    """The landing-day snapshot of ``dataset`` loaded again today: every time in it moved by
-    the days between the landing day and ``now`` (so a stopped loader's rows stay as far behind
-    today as they were behind the landing day), written as Parquet beside it."""
-    source = landing_snapshot(out_dir, dataset)
-    schema = arrow_schema(DATASETS[dataset])
-    if source.suffix == ".csv":
-        table = pa_csv.read_csv(source, convert_options=pa_csv.ConvertOptions(column_types=schema))
-    else:
-        table = pq.read_table(source)
-    shift = pa.scalar(now - datetime.combine(LANDING_DAY + timedelta(days=1), datetime.min.time()))
+def todays_load(out_dir: Path, dataset: str, now: datetime, seed: int = 7) -> Path:
+    """A clean load of ``dataset`` today: the generator's landing-day rows with every time
+    moved to today — except the stopped loader's, which stay as many days behind as it has
+    stopped — written as Parquet beside the landing-day snapshot."""
+    history = next(history for history in HISTORIES if history.dataset == dataset)
+    streams = Streams(
+        _gateway_transactions(seed, LANDING_DAY), _storefront_orders(seed, LANDING_DAY)
+    )
+    table = _snapshot_table(history, seed, LANDING_DAY, streams, None)
+    stopped_days = STOPPED_LOADER[1] if dataset == STOPPED_LOADER[0] else 0
+    day_end = datetime.combine(LANDING_DAY + timedelta(days=1), datetime.min.time())
+    shift = pa.scalar(now - day_end - timedelta(days=stopped_days))
     columns = [
         pc.add(column, shift) if pa.types.is_timestamp(column.type) else column
         for column in table.columns
     ]
-    path = source.with_name(f"{TODAY}.parquet")
+    path = landing_snapshot(out_dir, dataset).with_name(f"{TODAY}.parquet")
+    path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(columns, names=table.column_names), path)
     return path

@@ -40,10 +40,10 @@ from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
+    HISTORIES,
     INVOICES_INCIDENT,
     LANDING_DAY,
     LANDING_FOLDER,
-    LANDINGS,
     ORDER_LINES_INCIDENT,
     ORDERS_INCIDENT,
     OWNERSHIP_INCIDENT,
@@ -119,6 +119,8 @@ STALE_NOTE = (
     "Restarted the ledger posting job; it now fails loudly and pages the owner when a run "
     "does not finish."
 )
+#: the estate datasets with a snapshot history (which the demo can load today)
+HISTORY_DATASETS = tuple(history.dataset for history in HISTORIES)
 #: how often the demo's idle source ticks the schedule (once per demo pipeline run)
 TICK_SECONDS = 3600
 RENAMED_COLUMN_NOTE = (
@@ -380,11 +382,7 @@ def _stale_data(demo: Demo) -> bool:
     payments; today the payouts loader has stopped too, and only the schedule can see it."""
     source = dataset_urn("finance.ledger_entries")
     lesson = demo.approve(demo.confirm(demo.resolve(STALE_INCIDENT, STALE_NOTE, source)))
-    landed = [
-        name
-        for name in LANDINGS
-        if dataset_urn(name) in lesson.published_scope and dataset_urn(name) != source
-    ]
+    landed = [name for name in HISTORY_DATASETS if dataset_urn(name) in lesson.published_scope]
     demo.load_today(landed)
     demo.say("    (the payouts loader has stopped: its table still holds last week's payouts)")
     demo.schedule_ticks()
