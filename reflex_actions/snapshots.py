@@ -15,9 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import duckdb
+from typing import TYPE_CHECKING, Literal
 
 from reflex_actions.errors import (
     SchemaDriftError,
@@ -26,6 +24,11 @@ from reflex_actions.errors import (
     first_line,
 )
 from reflex_actions.sql import Relation, quote_identifier
+
+# DuckDB is imported where a query runs: defining the kinds and controls (all that
+# `control compile` needs) starts no engine.
+if TYPE_CHECKING:
+    import duckdb
 
 SnapshotFormat = Literal["parquet", "csv"]
 
@@ -137,6 +140,8 @@ class SnapshotFile:
     def column_types(self, connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
         """Column name -> DuckDB type (reads the Parquet footer or sniffs the CSV header),
         once DuckDB is known to read this file and no other."""
+        import duckdb
+
         relation = self.relation()
         try:
             self._check_reads_only_itself(connection)

@@ -20,8 +20,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml
@@ -29,6 +29,11 @@ from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.snapshots import FILE_COLUMN, FORMATS_BY_SUFFIX, SnapshotFile, files_relation
 from reflex_actions.sql import quote_identifier
 from reflex_actions.times import TimeFormatError, parse_instant
+
+# DuckDB is imported where a query runs: defining the kinds and controls (all that
+# `control compile` needs) starts no engine.
+if TYPE_CHECKING:
+    import duckdb
 
 LABELS_FILE = "labels.yaml"
 #: Longest labels file read (characters): a failure label takes a line, so years of them fit.
@@ -279,6 +284,8 @@ def split_for_learning(
 
 def row_counts(history: History) -> dict[str, int]:
     """Each snapshot's row count, in one DuckDB query (unreadable snapshots left out)."""
+    import duckdb
+
     con = duckdb.connect()
     try:
         usable = history.snapshots_with(con, [])

@@ -20,9 +20,8 @@ import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-import duckdb
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
 
 from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
@@ -38,6 +37,11 @@ from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
 from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
 from reflex_actions.vocabulary import display_name
+
+# DuckDB is imported where a query runs: defining the kinds and controls (all that
+# `control compile` needs) starts no engine.
+if TYPE_CHECKING:
+    import duckdb
 
 INVALID_VALUES = "invalid_values"
 #: Most values one ``accepted_values`` list may hold.
@@ -317,6 +321,8 @@ def discover_value_findings(
     key fields are left out (their values are always new). The accepted set and the bounds
     are learned from the earlier normal snapshots only (:func:`split_for_learning`), so the
     later ones stay held out for the backtest."""
+    import duckdb
+
     failures = set(failure_snapshots(history, incident_urn))
     candidates = [f for f in fields if not f.is_key and f.type in JUDGED_TYPES]
     if not failures or not candidates:
@@ -400,6 +406,8 @@ def _profiles(
 ) -> dict[str, _FieldProfile]:
     """Each field's values over the normal snapshots learned from and the failure snapshots, in
     one DuckDB query over those files (the held-out ones are not read)."""
+    import duckdb
+
     normal = [s for s in usable if s.snapshot_id in split.normal]
     failed = [s for s in usable if s.snapshot_id in split.failures]
     if not normal or not failed:

@@ -22,7 +22,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
-from reflex_actions.backtest.engine import backtest
 from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
@@ -200,6 +199,9 @@ def discover_orphans(
 ) -> list[OrphanFinding]:
     """The links the history shows broken: orphans in every snapshot of this incident, and none
     in any evaluable normal snapshot (each child snapshot against its paired parent one)."""
+    # the engine, only when evidence is gathered: loading the kind runs nothing
+    from reflex_actions.backtest.engine import backtest
+
     failures = set(failure_snapshots(history, incident_urn))
     findings = []
     for link in links:

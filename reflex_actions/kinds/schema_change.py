@@ -40,7 +40,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import duckdb
 from pydantic import Field, field_validator
 
 from reflex_actions.backtest.history import History
@@ -355,6 +354,8 @@ class SchemaFinding:
 def discover_schema_break(history: History, incident_urn: str) -> SchemaFinding | None:
     """The columns every normal snapshot has in one type family that the incident's failure
     snapshot(s) lack or hold in another; None without both kinds of snapshot or a break."""
+    import duckdb  # here, not at module level: loading the kinds starts no engine
+
     failures = set(failure_snapshots(history, incident_urn))
     con = duckdb.connect()
     schemas: dict[str, dict[str, str]] = {}

@@ -26,7 +26,6 @@ import statistics
 from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
-import duckdb
 from pydantic import field_validator
 
 from reflex_actions.backtest.history import History, split_for_learning
@@ -34,7 +33,6 @@ from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import validate_column_name
 from reflex_actions.errors import SnapshotError, SnapshotNotFoundError, SnapshotUnreadableError
-from reflex_actions.executor import run_control
 from reflex_actions.kinds.base import LearnedFinding, LessonKind, StatusOf, Trigger, learned_draft
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
@@ -208,6 +206,10 @@ def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict
     """Each snapshot's lag in seconds (its as-of time minus the newest ``field`` value; None
     when it holds no readable time), measured by the control itself; snapshots without an
     as-of time, or that cannot be read, are left out."""
+    import duckdb  # here, not at module level: loading the kinds starts no engine
+
+    from reflex_actions.executor import run_control  # the engine, only when measuring
+
     control = FreshnessControl(max_age=_NO_BOUND, timestamp_field=field)
     wanted = set(snapshot_ids)
     lags: dict[str, float | None] = {}
@@ -227,6 +229,8 @@ def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict
 def _timestamp_columns(history: History) -> list[str]:
     """The columns of the latest readable snapshot that may hold times: dates and timestamps,
     or (a CSV reads as text) every text column; the lags then tell which hold times."""
+    import duckdb
+
     with duckdb.connect() as con:
         for snapshot in reversed(history.snapshots):
             try:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import duckdb
-
 from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import FieldInfo
 from reflex_actions.snapshots import FILE_COLUMN, files_relation
@@ -45,6 +43,8 @@ def fields_broken_in_failures(
     field whose offending-row count — the SQL aggregate ``offending(quoted column)`` — is 0 in
     every normal snapshot and above 0 in a failure snapshot of this incident. One DuckDB query
     over the history; empty without a labelled failure or a readable snapshot."""
+    import duckdb  # here, not at module level: loading the kinds starts no engine
+
     failures = set(failure_snapshots(history, incident_urn))
     if not failures or not candidates:
         return []

@@ -21,29 +21,32 @@ REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "action_configs" / "controls" / "unique_transaction_id.yaml"
 SNAPSHOT = REPO / "snapshots" / "finance.payments" / "2026-09-09.parquet"
 
-#: Runs the CLI with the given arguments in this interpreter, then writes the names of the
-#: modules it imported (and its exit code) to the file named by the first argument.
+#: Executes the statement given as its second argument in a fresh interpreter, then writes the
+#: names of the modules imported (and the exit code) to the file named by its first argument.
 PROBE = """
 import json, sys
-report, args = sys.argv[1], sys.argv[2:]
-from reflex_actions.cli.main import cli
+report, code = sys.argv[1], 0
 try:
-    cli.main(args, prog_name="datahub-reflex")
+    exec(sys.argv[2])
 except SystemExit as stop:
     code = stop.code
 with open(report, "w") as handle:
     json.dump({"exit": code, "modules": sorted(sys.modules)}, handle)
 """
+#: The console script, given the probe's remaining arguments.
+RUN_CLI = (
+    "from reflex_actions.cli.main import cli; cli.main(sys.argv[3:], prog_name='datahub-reflex')"
+)
 
 #: Packages no start-up path below needs: the DataHub SDK, the LLM client, dataframes.
 NEVER_NEEDED = ("datahub", "litellm", "pandas")
 
 
-def imported_by(tmp_path: Path, *args: str | Path) -> tuple[int, set[str]]:
-    """Exit code and imported modules of one fresh ``datahub-reflex ARGS`` process."""
+def imported_by(tmp_path: Path, statement: str, *args: str | Path) -> tuple[int, set[str]]:
+    """Exit code and imported modules of one fresh process running ``statement``."""
     report = tmp_path / "modules.json"
     subprocess.run(
-        [sys.executable, "-c", PROBE, str(report), *map(str, args)],
+        [sys.executable, "-c", PROBE, str(report), statement, *map(str, args)],
         cwd=REPO,
         check=False,
         capture_output=True,
@@ -59,13 +62,51 @@ def loaded(modules: set[str], *packages: str) -> list[str]:
 
 
 def test_help_imports_no_subcommand_module(tmp_path: Path) -> None:
-    code, modules = imported_by(tmp_path, "--help")
+    code, modules = imported_by(tmp_path, RUN_CLI, "--help")
     assert code == 0
     assert loaded(modules, "reflex_actions.cli") == [
         "reflex_actions.cli",
         "reflex_actions.cli.main",
     ]
     assert loaded(modules, *NEVER_NEEDED, "pydantic", "duckdb") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code"),
+    [
+        (["control", "compile", SPEC], 0),
+        (["control", "run", SPEC, "--snapshot", SNAPSHOT], 1),  # 2026-09-09 holds duplicates
+    ],
+    ids=["compile", "run"],
+)
+def test_control_commands_load_no_backtest_engine(
+    tmp_path: Path, args: list[str | Path], exit_code: int
+) -> None:
+    """Compiling or running one control needs its kind's model, not the machinery that
+    backtests it."""
+    code, modules = imported_by(tmp_path, RUN_CLI, *args)
+    assert code == exit_code
+    needless = loaded(modules, *NEVER_NEEDED, "reflex_actions.backtest.engine")
+    assert needless == []
+
+
+def test_the_control_registry_loads_no_engine(tmp_path: Path) -> None:
+    """Knowing the control types means loading every kind: none may start an engine to be
+    defined (``control compile`` runs nothing)."""
+    code, modules = imported_by(
+        tmp_path,
+        "from reflex_actions.controls import known_controls; print(sorted(known_controls()))",
+    )
+    assert code == 0
+    assert "reflex_actions.kinds.stale_data" in modules  # every built-in kind was loaded
+    needless = loaded(
+        modules,
+        *NEVER_NEEDED,
+        "duckdb",
+        "reflex_actions.executor",
+        "reflex_actions.backtest.engine",
+    )
+    assert needless == []
 
 
 @pytest.mark.parametrize("width", [50, 80, 200])
