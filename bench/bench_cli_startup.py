@@ -2,9 +2,11 @@
 
 Usage::
 
-    python bench/bench_cli_startup.py [--repeat 15] [--max-wait 300]
+    python bench/bench_cli_startup.py [--repeat 15] [--max-wait 300] [--tree DIR]
 
-Times fresh processes of the installed console script (``.venv/bin/datahub-reflex``):
+Times fresh processes of the CLI, each running what the console script
+``.venv/bin/datahub-reflex`` runs (``sys.exit(cli())``) from the working tree ``--tree``
+(default: this repository; e.g. a ``git archive`` of an older commit, for a before/after):
 ``--help``, ``control compile action_configs/controls/unique_transaction_id.yaml`` and
 ``control run`` of that spec on ``snapshots/finance.payments/2026-09-09.parquet`` (739 rows,
 100 duplicates: exit 1), beside ``python -c pass`` (the interpreter alone) and
@@ -49,15 +51,21 @@ REPO = Path(__file__).resolve().parents[1]
 SPEC = "action_configs/controls/unique_transaction_id.yaml"
 SNAPSHOT = "snapshots/finance.payments/2026-09-09.parquet"
 PYTHON = sys.executable
-CLI = str(Path(sys.executable).with_name("datahub-reflex"))
+#: What the console script runs; with ``-c`` the tree it runs in comes first on ``sys.path``.
+CLI = [
+    PYTHON,
+    "-c",
+    "import sys; from reflex_actions.cli.main import cli; sys.argv[0] = 'datahub-reflex'; "
+    "sys.exit(cli())",
+]
 
 #: name -> (command, the exit code it must end with)
 COMMANDS: dict[str, tuple[list[str], int]] = {
     "python -c pass": ([PYTHON, "-c", "pass"], 0),
     'python -c "import duckdb"': ([PYTHON, "-c", "import duckdb"], 0),
-    "datahub-reflex --help": ([CLI, "--help"], 0),
-    "control compile": ([CLI, "control", "compile", SPEC], 0),
-    "control run": ([CLI, "control", "run", SPEC, "--snapshot", SNAPSHOT], 1),
+    "datahub-reflex --help": ([*CLI, "--help"], 0),
+    "control compile": ([*CLI, "control", "compile", SPEC], 0),
+    "control run": ([*CLI, "control", "run", SPEC, "--snapshot", SNAPSHOT], 1),
 }
 #: Issue 15's targets: the command's median wall (minus the baseline's, if named) must be under.
 TARGETS = {
@@ -82,12 +90,12 @@ def environment(setting: str, pycache: Path) -> dict[str, str]:
     return env
 
 
-def timed(name: str, env: dict[str, str]) -> dict[str, float]:
+def timed(name: str, tree: Path, env: dict[str, str]) -> dict[str, float]:
     """Wall and CPU seconds of one fresh process of command ``name``; its exit code checked."""
     command, expected = COMMANDS[name]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, check=False)
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, check=False)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != expected:
@@ -122,7 +130,7 @@ def verdicts(figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return result
 
 
-def benchmark(repeat: int, max_wait: float) -> dict[str, Any]:
+def benchmark(tree: Path, repeat: int, max_wait: float) -> dict[str, Any]:
     """Time every command in both settings ``repeat`` times, interleaved."""
     names = list(COMMANDS)
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
@@ -132,7 +140,7 @@ def benchmark(repeat: int, max_wait: float) -> dict[str, Any]:
         envs = {setting: environment(setting, Path(pycache)) for setting in SETTINGS}
         for setting in SETTINGS:  # warm the page cache and (cached) write the bytecode
             for name in names:
-                timed(name, envs[setting])
+                timed(name, tree, envs[setting])
         start = wait_for_quiet(max_wait)
         rounds = []
         for round_index in range(repeat):
@@ -140,12 +148,13 @@ def benchmark(repeat: int, max_wait: float) -> dict[str, Any]:
             shift = round_index % len(names)
             for name in names[shift:] + names[:shift]:
                 for setting in SETTINGS:
-                    runs[setting][name].append(timed(name, envs[setting]))
+                    runs[setting][name].append(timed(name, tree, envs[setting]))
             print(f"  round {round_index + 1}/{repeat} done (load {load_average()})")
         load_after = load_average()
     figures = {s: {n: stats(runs[s][n]) for n in names} for s in SETTINGS}
     return {
         "benchmark": "cli_startup",
+        "tree": str(tree),
         "repeat": repeat,
         "settings": {s: {"figures": figures[s], "targets": verdicts(figures[s])} for s in SETTINGS},
         "load_average": {
@@ -181,8 +190,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--max-wait", type=float, default=300.0)
+    parser.add_argument("--tree", type=Path, default=REPO, help="working tree to run the CLI of")
     args = parser.parse_args()
-    result = benchmark(args.repeat, args.max_wait)
+    result = benchmark(args.tree.resolve(), args.repeat, args.max_wait)
     print_result(result)
     print(json.dumps(result))
 
