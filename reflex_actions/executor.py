@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -165,10 +166,24 @@ def run_control_on_recorded(
         earlier_counts=recent_counts(control, earlier_counts),
         as_of_ms=as_of_ms,
     )
-    with duckdb.connect() as con:
+    with _in_memory() as con:
         return _evaluate(
             con, control, relation, f"<{snapshot_id}>", snapshot_id, sample_size, started
         )
+
+
+_IN_MEMORY: list[duckdb.DuckDBPyConnection] = []
+_IN_MEMORY_LOCK = threading.Lock()
+
+
+def _in_memory() -> duckdb.DuckDBPyConnection:
+    """A cursor on one in-memory database kept for the process, for the judgements that read
+    no files (recorded facts, rows built in memory): opening a database costs ~20-30 ms, a
+    cursor well under one, and a sweep judges thousands of datasets."""
+    with _IN_MEMORY_LOCK:
+        if not _IN_MEMORY:
+            _IN_MEMORY.append(duckdb.connect())
+        return _IN_MEMORY[0].cursor()
 
 
 def _check_as_of(control: Control, as_of_ms: int | None) -> None:
@@ -191,7 +206,7 @@ def run_control_on_rows(
     table = pa.table(
         {name: pa.array([row.get(name) for row in rows], pa.string()) for name in columns}
     )
-    with duckdb.connect() as con:
+    with _in_memory() as con:
         con.register("reflex_rows", table)
         relation = Relation(sql="SELECT * FROM reflex_rows")
         return _evaluate(

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
     AssertionInfoClass,
     DatasetProfileClass,
@@ -136,9 +137,12 @@ def record_run(
     result: ControlResult | None,
     error: str | None,
     incident_key: str | None = None,
+    deferred: list[MetadataChangeProposalWrapper] | None = None,
 ) -> None:
     """Incident B when the control failed (keyed by ``incident_key``, else the run id), then
-    the run event, last: it marks the run as done (see already_ran)."""
+    the run event, last: it marks the run as done (see already_ran). With ``deferred`` (a
+    sweep over a lesson's scope), the run event is added there and the caller saves the lesson
+    once, before writing them."""
     actor = ctx.config.service_actor
     if result is not None and not result.passed:
         incident = record_recurrence(
@@ -153,7 +157,8 @@ def record_run(
             time_ms,
             actor,
         )
-        ctx.out.save_lesson(covered.lesson)
+        if deferred is None:
+            ctx.out.save_lesson(covered.lesson)
         logger.info(
             "incident %s raised on %s (lesson %s)", incident, dataset_urn, covered.lesson.urn
         )
@@ -162,11 +167,13 @@ def record_run(
         if result is None and covered.control.earlier_counts_needed()
         else None
     )
-    ctx.out.emit(
-        run_event_mcp(
-            covered.assertion, dataset_urn, time_ms, run_id, result, error, actor, carried
-        )
+    run = run_event_mcp(
+        covered.assertion, dataset_urn, time_ms, run_id, result, error, actor, carried
     )
+    if deferred is None:
+        ctx.out.emit(run)
+    else:
+        deferred.append(run)
 
 
 def judge_recorded(
@@ -313,7 +320,11 @@ def on_recorded_change(change: AspectChange, ctx: HandlerContext) -> None:
 
 
 def judge_fact(
-    covered: CoveredControl, dataset_urn: str, fact: RecordedFact, ctx: HandlerContext
+    covered: CoveredControl,
+    dataset_urn: str,
+    fact: RecordedFact,
+    ctx: HandlerContext,
+    deferred: list[MetadataChangeProposalWrapper] | None = None,
 ) -> tuple[ControlResult | None, str | None]:
     """One control judged on one recorded fact (the caller checks it was not judged yet: a
     fact is judged once, at its own time); its result, or why there is none."""
@@ -326,5 +337,6 @@ def judge_fact(
         run_id=fact.run_id,
         result=result,
         error=error,
+        deferred=deferred,
     )
     return result, error

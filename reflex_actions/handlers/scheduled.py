@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import DatasetProfileClass, OperationClass
 
 from reflex_actions.catalog.base import CatalogError
@@ -41,7 +42,7 @@ from reflex_actions.handlers.run_controls import (
 )
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
-from reflex_actions.lessons.model import LessonState
+from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import LESSONS_NODE
@@ -60,7 +61,7 @@ class SweepCounts:
 
 
 def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> SweepCounts:
-    """Judge every scheduled control that is due at ``now_ms``."""
+    """Judge every scheduled control that is due at ``now_ms``: one decision per lesson."""
     interval_ms = interval_seconds * 1000
     slot = now_ms - now_ms % interval_ms
     counts = SweepCounts()
@@ -71,22 +72,38 @@ def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> Swee
             or lesson.state is not LessonState.PUBLISHED
             or lesson.approved is None
             or lesson.approved.at > now_ms
-            or not lesson.control
+            or not triggered_by(str((lesson.control or {}).get("type")), Trigger.SCHEDULE)
         ):
             continue
-        for dataset_urn in lesson.published_scope:
-            covered = covered_control(lesson, dataset_urn, ctx)
-            if covered is None or not triggered_by(covered.control.type, Trigger.SCHEDULE):
-                continue
-            try:  # each dataset's run is its own decision, written as one
-                judge = partial(_judge, covered, dataset_urn, ctx, now_ms, slot, counts)
-                decide_then_apply(ctx, judge)
-            except CatalogError:
-                raise  # the store is unreachable: the sweep cannot go on
-            except ReflexError as error:  # one dataset's bad metadata must not stop the sweep
-                counts.errors += 1
-                logger.error("scheduled run of %s on %s: %s", lesson.urn, dataset_urn, error)
+        decide_then_apply(ctx, partial(_sweep_lesson, lesson, ctx, now_ms, slot, counts))
     return counts
+
+
+def _sweep_lesson(
+    lesson: Lesson, ctx: HandlerContext, now_ms: int, slot: int, counts: SweepCounts
+) -> None:
+    """Judge the lesson's control on each dataset of its scope. The incidents B come first,
+    then the lesson (saved once, with every recurrence noted), then the run events, which mark
+    the runs done: after a crash anywhere, what is not marked done is judged again."""
+    runs: list[MetadataChangeProposalWrapper] = []
+    noted = len(lesson.recurrences)
+    for dataset_urn in lesson.published_scope:
+        mark, written = ctx.out.mark(), len(runs)
+        try:
+            covered = covered_control(lesson, dataset_urn, ctx)
+            if covered is not None:
+                _judge(covered, dataset_urn, ctx, now_ms, slot, counts, runs)
+        except CatalogError:
+            raise  # the store is unreachable: the sweep cannot go on
+        except ReflexError as error:  # one dataset's bad metadata must not stop the sweep
+            ctx.out.rollback(mark)
+            del runs[written:]
+            counts.errors += 1
+            logger.error("scheduled run of %s on %s: %s", lesson.urn, dataset_urn, error)
+    if len(lesson.recurrences) > noted:
+        ctx.out.save_lesson(lesson)
+    if runs:
+        ctx.out.emit(*runs)
 
 
 def _judge(
@@ -96,6 +113,7 @@ def _judge(
     now_ms: int,
     slot: int,
     counts: SweepCounts,
+    runs: list[MetadataChangeProposalWrapper],
 ) -> None:
     control = covered.control
     if not control.judged_as_of:  # only a profile whose event was missed is news
@@ -107,7 +125,7 @@ def _judge(
         ):
             counts.skipped += 1
             return
-        result, error = judge_fact(covered, dataset_urn, fact, ctx)
+        result, error = judge_fact(covered, dataset_urn, fact, ctx, runs)
         _count(counts, result, error)
         return
     if already_ran(ctx.catalog, covered.assertion, slot):
@@ -128,7 +146,7 @@ def _judge(
     newest = (result.measures or {}).get("newest") if result is not None else None
     record_run(
         covered, dataset_urn, ctx, time_ms=now_ms, run_id=run_id, result=result, error=error,
-        incident_key=f"stale-since-{newest}",
+        incident_key=f"stale-since-{newest}", deferred=runs,
     )  # fmt: skip
     _count(counts, result, error)
 
