@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -37,9 +37,10 @@ from reflex_actions.sql import RecordedFacts
 DEFAULT_SAMPLE_SIZE = 3
 #: DuckDB spills aggregates to disk beyond this, keeping a backtest's memory bounded.
 DEFAULT_MEMORY_LIMIT = "768MB"
-#: Snapshots judged at once. A snapshot of up to one row group is scanned by one thread, so
-#: one query per core leaves cores idle; a few more keep them busy (bench/RESULTS.md).
-DEFAULT_WORKERS = 2 * (os.cpu_count() or 1)
+#: Snapshots judged at once: one per core. A snapshot of one row group is scanned by one
+#: thread, so one query at a time leaves cores idle; more than one per core only contends
+#: (bench/RESULTS.md, "Backtest": 2 cores, 365 snapshots, 1-6 workers).
+DEFAULT_WORKERS = os.cpu_count() or 1
 
 #: Called with (dataset, fraction of its snapshots judged) as each snapshot is judged.
 ProgressCallback = Callable[[str, float], None]
@@ -72,6 +73,11 @@ class CursorPool:
                 self._cursors.append(cursor)
         return cursor
 
+    def _run(
+        self, task: Callable[[duckdb.DuckDBPyConnection, _Item], _Result], item: _Item
+    ) -> _Result:
+        return task(self._cursor(), item)
+
     def map(
         self,
         task: Callable[[duckdb.DuckDBPyConnection, _Item], _Result],
@@ -81,14 +87,10 @@ class CursorPool:
         """``task(cursor, item)`` for every item, several at once; results in ``items`` order.
         ``done`` is called on this thread with how many have finished, as each finishes."""
         futures: list[Future[_Result]] = [
-            self._executor.submit(lambda item=item: task(self._cursor(), item)) for item in items
+            self._executor.submit(self._run, task, item) for item in items
         ]
         if done is not None:
-            finished = threading.Semaphore(0)
-            for future in futures:
-                future.add_done_callback(lambda _: finished.release())
-            for count in range(1, len(futures) + 1):
-                finished.acquire()
+            for count, _ in enumerate(as_completed(futures), start=1):
                 done(count)
         return [future.result() for future in futures]
 
