@@ -7,9 +7,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 from pydantic import BaseModel
 
 from reflex_actions.controls import Control
@@ -21,6 +20,11 @@ from reflex_actions.errors import (
 )
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
+
+# DuckDB is imported where a query runs: importing the executor (for its constants, as the
+# CLI's `control compile` does) starts no engine.
+if TYPE_CHECKING:
+    import duckdb
 
 DEFAULT_SAMPLE_SIZE = 5
 #: The parameter a parent's snapshot is bound to beside the child's ``$snapshot``.
@@ -130,6 +134,8 @@ def run_control(
         )
     _check_as_of(control, as_of_ms)
     snapshot = SnapshotFile.from_path(snapshot_path)
+    import duckdb
+
     con = connection or duckdb.connect()
     try:
         types = snapshot.check_columns(con, control.required_columns())
@@ -180,6 +186,8 @@ def _in_memory() -> duckdb.DuckDBPyConnection:
     """A cursor on one in-memory database kept for the process, for the judgements that read
     no files (recorded facts, rows built in memory): opening a database costs ~20-30 ms, a
     cursor well under one, and a sweep judges thousands of datasets."""
+    import duckdb
+
     with _IN_MEMORY_LOCK:
         if not _IN_MEMORY:
             _IN_MEMORY.append(duckdb.connect())
@@ -223,6 +231,8 @@ def _evaluate(
     sample_size: int,
     started: float,
 ) -> ControlResult:
+    import duckdb
+
     query = control.compile(relation, sample_size=sample_size)
     try:
         rows_scanned, violation_count, sample, *measures = con.execute(

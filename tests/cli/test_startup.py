@@ -133,3 +133,10 @@ def test_each_summary_is_the_first_paragraph_of_the_command_help(name: str) -> N
     assert command is not None and command.help is not None
     first_paragraph = command.help.split("\n\n")[0]
     assert COMMANDS[name].summary == " ".join(first_paragraph.split())
+
+
+def test_compiling_a_control_starts_no_engine(tmp_path: Path) -> None:
+    """``control compile`` prints SQL: it runs no query, so it imports no DuckDB."""
+    code, modules = imported_by(tmp_path, RUN_CLI, "control", "compile", SPEC)
+    assert code == 0
+    assert loaded(modules, "duckdb") == []
