@@ -11,6 +11,7 @@ error is one short line.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,11 @@ def parse_control_spec(data: Any) -> Control:
         raise ControlSpecError(_format_validation_error(type_name, error)) from None
 
 
+@functools.lru_cache(maxsize=256)
 def parse_control_yaml(text: str) -> Control:
-    """Parse a control spec from YAML text (block, flow or JSON), strictly and boundedly."""
+    """Parse a control spec from YAML text (block, flow or JSON), strictly and boundedly.
+    Controls are immutable, so a text parsed before is not parsed again: a sweep reads the
+    same spec from thousands of assertions."""
     try:
         data = load_bounded_yaml(text, "control spec", MAX_SPEC_CHARS, MAX_DEPTH)
     except BoundedYamlError as error:

@@ -71,3 +71,13 @@ def test_an_unsupported_snapshot_format_is_a_clear_error(tmp_path: Path) -> None
 def test_snapshot_file_reports_its_columns(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path / "s.csv", [{"a": 1, HOSTILE_NAMES[0]: 2}])
     assert SnapshotFile.from_path(path).columns(duckdb.connect()) == ["a", HOSTILE_NAMES[0]]
+
+
+def test_a_spec_text_is_parsed_once() -> None:
+    """A sweep reads one spec from thousands of assertions: the same text gives the same
+    (immutable) control without parsing again; a bad text is refused every time."""
+    text = "type: uniqueness\nfield: transaction_id\n"
+    assert parse_control_yaml(text) is parse_control_yaml(text)
+    for _ in range(2):
+        with pytest.raises(ControlSpecError, match="unknown control type"):
+            parse_control_yaml("type: no_such_control\n")
