@@ -73,9 +73,6 @@ class Control(BaseModel, ABC):
 
     #: Human name of what one violation counts (e.g. "duplicate rows").
     violation_unit: ClassVar[str] = "violations"
-    #: Whether it judges one snapshot at a time (e.g. a snapshot's own schema): a backtest
-    #: then runs one query per snapshot instead of one over the whole history.
-    one_snapshot_at_a_time: ClassVar[bool] = False
     #: Whether its verdict depends on when it is judged (a table's age): its relation then
     #: carries ``as_of_ms``, and time passing alone is reason to judge it again.
     judged_as_of: ClassVar[bool] = False

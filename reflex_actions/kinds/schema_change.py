@@ -215,7 +215,6 @@ class SchemaContractControl(Control):
     columns: dict[str, str] = Field(min_length=1, max_length=MAX_LIST_ITEMS)
     allow_new_columns: bool = Field(default=True, strict=True)
 
-    one_snapshot_at_a_time: ClassVar[bool] = True  # each snapshot has its own schema
 
     violation_unit: ClassVar[str] = "columns missing, retyped or not in the contract"
 

@@ -71,7 +71,6 @@ class FreshnessControl(Control):
     timestamp_field: str | None = None
 
     violation_unit: ClassVar[str] = "stale tables"
-    one_snapshot_at_a_time: ClassVar[bool] = True  # each snapshot has its own as-of time
     judged_as_of: ClassVar[bool] = True
 
     @field_validator("max_age", mode="before")
