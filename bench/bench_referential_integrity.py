@@ -377,6 +377,35 @@ def wait_for_quiet(max_wait: float) -> dict[str, float]:
     return {"load": load_average(), "waited_seconds": round(time.monotonic() - started)}
 
 
+def interleaved_rounds(
+    names: list[str],
+    repeat: int,
+    max_wait: float,
+    run: Callable[[str], dict[str, Any]],
+    width: int = 32,
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, float]], dict[str, float]]:
+    """Under the bench lock, once the machine is quiet: every approach ``repeat`` times, each
+    round starting one approach later so none always runs first; each report, the load before
+    each round and after the last."""
+    reports: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    with bench_lock():
+        start = wait_for_quiet(max_wait)
+        rounds = []
+        for round_index in range(repeat):
+            rounds.append(start if round_index == 0 else wait_for_quiet(max_wait / 5))
+            shift = round_index % len(names)
+            for name in names[shift:] + names[:shift]:
+                report = run(name)
+                reports[name].append(report)
+                print(
+                    f"  round {round_index + 1}/{repeat} {name:<{width}} "
+                    f"{report['seconds']:8.2f} s",
+                    flush=True,
+                )
+        load_after = load_average()
+    return reports, rounds, load_after
+
+
 def summarise(run_name: str, reports: list[dict[str, Any]]) -> dict[str, Any]:
     found = {(report["orphans"], tuple(report["sample"])) for report in reports}
     assert len(found) == 1, f"{run_name} gave different answers across runs: {found}"
@@ -431,19 +460,9 @@ def benchmark(child: Path, rows: int, repeat: int, max_wait: float) -> dict[str,
     files = [child, *(parent_path(child, variant) for variant in VARIANTS)]
     for path in files:
         path.read_bytes()  # warm the page cache so no approach pays for the first disk read
-    reports: dict[str, list[dict[str, Any]]] = {name: [] for name in RUNS}
-    with bench_lock():
-        start = wait_for_quiet(max_wait)
-        rounds = []
-        for round_index in range(repeat):
-            rounds.append(start if round_index == 0 else wait_for_quiet(max_wait / 5))
-            shift = round_index % len(RUNS)
-            for run_name in RUNS[shift:] + RUNS[:shift]:
-                report = spawn(run_name, child, __file__)
-                reports[run_name].append(report)
-                seconds = report["seconds"]
-                print(f"  round {round_index + 1}/{repeat} {run_name:<32} {seconds:6.2f} s")
-        load_after = load_average()
+    reports, rounds, load_after = interleaved_rounds(
+        list(RUNS), repeat, max_wait, lambda name: spawn(name, child, __file__)
+    )
     summaries = {name: summarise(name, reports[name]) for name in RUNS}
 
     planted = planted_orphans(rows)
@@ -460,9 +479,9 @@ def benchmark(child: Path, rows: int, repeat: int, max_wait: float) -> dict[str,
         "file_mb": {path.name: round(path.stat().st_size / 1024**2, 1) for path in files},
         "variants": {variant: variant_result(variant, summaries) for variant in VARIANTS},
         "load_average": {
-            "before": start["load"],
+            "before": rounds[0]["load"],
             "after": load_after,
-            "waited_seconds": start["waited_seconds"],
+            "waited_seconds": rounds[0]["waited_seconds"],
             "rounds": [round_start["load"] for round_start in rounds],
         },
         "machine": machine_info("duckdb", "polars"),

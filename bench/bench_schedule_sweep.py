@@ -59,9 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_catalog import BENCH_DIR, FIXED_MILLIS
-from bench_referential_integrity import bench_lock, wait_for_quiet
+from bench_referential_integrity import bench_lock, interleaved_rounds
 from bench_row_kinds import print_load, ratio
-from bench_uniqueness import load_average, max_rss_mb, run_stats, spawn
+from bench_uniqueness import max_rss_mb, run_stats, spawn
 from datahub.emitter.mce_builder import make_dataset_urn
 from datahub.emitter.serialization_helper import pre_json_transform
 from datahub.metadata.schema_classes import (
@@ -654,22 +654,13 @@ def benchmark(
 ) -> dict[str, Any]:
     expected = planted(n)
     runs = [*APPROACHES, *(["reflex_one_duckdb"] if one_duckdb else [])]
-    reports: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
-    with bench_lock():
-        start = wait_for_quiet(max_wait)
-        rounds = []
-        for round_index in range(repeat):
-            rounds.append(start if round_index == 0 else wait_for_quiet(max_wait / 5))
-            shift = round_index % len(runs)
-            for name in runs[shift:] + runs[:shift]:
-                report = spawn(name, store, __file__)
-                check(name, report, expected)
-                reports[name].append(report)
-                print(
-                    f"  round {round_index + 1}/{repeat} {name:<18} {report['seconds']:8.2f} s",
-                    flush=True,
-                )
-        load_after = load_average()
+
+    def run(name: str) -> dict[str, Any]:
+        report = spawn(name, store, __file__)
+        check(name, report, expected)
+        return report
+
+    reports, rounds, load_after = interleaved_rounds(runs, repeat, max_wait, run, width=18)
     summaries = {name: run_stats(rs) for name, rs in reports.items()}
     again = {
         name: statistics.median(r["again"]["seconds"] for r in reports[name])
@@ -714,9 +705,9 @@ def benchmark(
             for key, suffix in zip(figures, ("", "_best", "_cpu"), strict=True)
         },
         "load_average": {
-            "before": start["load"],
+            "before": rounds[0]["load"],
             "after": load_after,
-            "waited_seconds": start["waited_seconds"],
+            "waited_seconds": rounds[0]["waited_seconds"],
             "rounds": [r["load"] for r in rounds],
         },
         "machine": {**machine_info("acryl-datahub", "duckdb"), "sqlite": sqlite3.sqlite_version},
