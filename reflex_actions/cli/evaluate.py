@@ -59,9 +59,14 @@ def reflex_config(pipeline: dict[str, Any], path: Path) -> ReflexConfig:
 def _graph(pipeline: dict[str, Any]) -> Any:
     from datahub.ingestion.graph.client import DatahubClientConfig, DataHubGraph
 
-    server = pipeline.get("datahub") or {}
+    server = pipeline.get("datahub")
+    if not isinstance(server, dict) or not isinstance(server.get("server"), str):
+        raise ReflexError(
+            "the pipeline has no `datahub: {server: ...}` block to reach DataHub with "
+            "(or set action.config.store for the embedded store)"
+        )
     return DataHubGraph(
-        DatahubClientConfig(server=server.get("server"), token=server.get("token") or None)
+        DatahubClientConfig(server=server["server"], token=server.get("token") or None)
     )
 
 

@@ -232,3 +232,12 @@ def test_without_a_schedule_the_cli_says_what_to_set(published: Published, tmp_p
     bomb.write_text("a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n" * 3)
     result = CliRunner().invoke(cli, ["evaluate", "--due", "-c", str(bomb)])
     assert result.exit_code == 2 and str(bomb) in result.output
+
+
+def test_a_server_pipeline_without_its_datahub_block_is_bad_input(tmp_path: Path) -> None:
+    pipeline = tmp_path / "server.yaml"
+    pipeline.write_text(
+        yaml.safe_dump({"action": {"type": "reflex", "config": {"schedule": {"interval": "1h"}}}})
+    )
+    result = CliRunner().invoke(cli, ["evaluate", "--due", "-c", str(pipeline)])
+    assert result.exit_code == 2 and "datahub: {server" in result.output
