@@ -153,6 +153,11 @@ class History:
             if label.kind is None or label.kind == pattern
         }
 
+    def for_kind(self, pattern: str) -> History:
+        """This history as a kind's evidence reads it: another kind's failures are normal
+        snapshots for it (a NULL day is no orphan day), as its backtest counts them."""
+        return replace(self, labels=self.labels_for(pattern))
+
     def with_failures(self, snapshot_ids: list[str], incident: str) -> History:
         """This history with these snapshots also labelled failures of ``incident`` (e.g. the
         ones an incident's dates point at, which ``labels.yaml`` does not name)."""

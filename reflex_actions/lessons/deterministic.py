@@ -24,7 +24,10 @@ class DeterministicProposer:
             return _unknown(
                 text, "The incident's words match no pattern Reflex can turn into a control."
             )
-        drafts = [(len(words), kind.draft(text, facts, words)) for kind, words in matched]
+        drafts = [
+            (len(words), kind.draft(text, facts.for_kind(kind.pattern), words))
+            for kind, words in matched
+        ]
         if len(drafts) == 1:
             return drafts[0][1]
         # The words fit several kinds: the evidence decides (a control backed by what the

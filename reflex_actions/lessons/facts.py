@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from reflex_actions.backtest.history import History
@@ -35,6 +35,13 @@ class IncidentFacts:
     history: History | None
     catalog: FactReader
     histories: HistoryLookup = field(default=lambda urn: None)
+
+    def for_kind(self, pattern: str) -> IncidentFacts:
+        """The facts as one kind's evidence reads them: another kind's labelled failures in
+        the history are normal snapshots for it, as its backtest counts them."""
+        if self.history is None:
+            return self
+        return replace(self, history=self.history.for_kind(pattern))
 
 
 def dated_failures(history: History, text: IncidentText) -> list[str]:

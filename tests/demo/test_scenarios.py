@@ -205,7 +205,7 @@ def test_missing_rows_close_their_loop_on_the_refunds(missing_rows: ScenarioRun)
     # learned with headroom from the normal loads (none far below its trailing median); the
     # partial load lies far below it (the default window of 7 is not stored)
     assert lesson.control == {"type": "volume", "max_drop": 0.4}
-    assert any("2026-09-14 lies 56% below" in e.quote for e in lesson.evidence)
+    assert any("2026-09-14 lies 57% below" in e.quote for e in lesson.evidence)
     # the labelled partial load is the one payments snapshot the volume rule flags
     assert "| finance.payments | 30 | 1 | 0 | 29 | 0 | 0 | 100% | 100% |" in lesson.report
     assert lesson.state is LessonState.PUBLISHED

@@ -99,3 +99,18 @@ def test_the_history_decides_between_stale_data_and_missing_rows(tmp_path: Path)
     unknown = DeterministicProposer().draft(LATE_OR_PARTIAL, IncidentFacts(None, None, catalog))
     assert unknown.failure_pattern == UNKNOWN_PATTERN
     assert "stale_data" in unknown.rationale and "missing_rows" in unknown.rationale
+
+
+def test_another_kinds_failure_is_a_normal_snapshot_for_the_evidence(tmp_path: Path) -> None:
+    """A day labelled as a partial load (kind missing_rows) says nothing against a stale-data
+    lesson: its evidence counts it normal, as its backtest does."""
+    history = _history(tmp_path, stale=True)
+    labels = history.folder / "labels.yaml"
+    labels.write_text("failures:\n  - {snapshot: 2026-09-05, kind: missing_rows}\n")
+    history = load_history(history.folder)
+    history = history.with_failures(dated_failures(history, LATE_OR_PARTIAL), LATE_OR_PARTIAL.urn)
+    facts = IncidentFacts(None, history, InMemoryCatalog([]))
+    draft = StaleDataKind().draft(LATE_OR_PARTIAL, facts.for_kind(STALE_DATA), [])
+    [fact] = [e.quote for e in draft.evidence if e.source == "history"]
+    assert "in the 8 normal snapshots learned from" in fact  # ceil(2/3 of 11): 09-05 is one
+    assert facts.for_kind(MISSING_ROWS).history.labels.keys() == history.labels.keys()  # type: ignore[union-attr]
