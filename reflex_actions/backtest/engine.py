@@ -245,6 +245,11 @@ def _backtest_history(
     return dataset, outcomes
 
 
+def _on_last_update(control: Control) -> bool:
+    """Whether the control is judged on the dataset's last update (replayed in a backtest)."""
+    return "last_updated_ms" in control.judged_on_recorded()
+
+
 def _judgements(
     control: Control, history: History, parent: History | None, unusable: dict[str, str]
 ) -> list[_Judgement]:
@@ -254,7 +259,8 @@ def _judgements(
     update replayed from the history: the first of the snapshots since its content last
     changed). Those that cannot be judged get their reason in ``unusable``."""
     judgements = []
-    last_updates = last_changed_ms(history) if control.judged_as_of else {}
+    # the replay reads every file's bytes: only for a control judged on the last update
+    last_updates = last_changed_ms(history) if _on_last_update(control) else {}
     for snapshot in history.snapshots:
         as_of = history.as_of_ms(snapshot.snapshot_id) if control.judged_as_of else None
         if control.judged_as_of and as_of is None:
@@ -335,7 +341,7 @@ def _judge(
             earlier_counts=earlier_counts,
             as_of_ms=judgement.as_of_ms,
             recorded=RecordedFacts(last_updated_ms=judgement.last_updated_ms)
-            if control.judged_as_of and not control.reads_data()
+            if _on_last_update(control)
             else None,
         )
         query = control.compile(relation, sample_size)

@@ -84,11 +84,19 @@ def assertion_mcp(
     return acting_as(actor, assertion_urn(lesson.urn, dataset_urn), info)
 
 
+def latest_run(catalog: Catalog, assertion: str) -> AssertionRunEventClass | None:
+    return catalog.latest_timeseries(assertion, AssertionRunEventClass)
+
+
+def ran_since(run: AssertionRunEventClass | None, timestamp_ms: int) -> bool:
+    """Whether ``run`` (an assertion's latest) is at or after this time: a redelivered event,
+    or an old one replayed after newer runs. Re-running it would rewrite history, so it is
+    skipped."""
+    return run is not None and run.timestampMillis >= timestamp_ms
+
+
 def already_ran(catalog: Catalog, assertion: str, timestamp_ms: int) -> bool:
-    """Whether the assertion has a run at or after this time: a redelivered event, or an old
-    one replayed after newer runs. Re-running it would rewrite history, so it is skipped."""
-    last = catalog.latest_timeseries(assertion, AssertionRunEventClass)
-    return last is not None and last.timestampMillis >= timestamp_ms
+    return ran_since(latest_run(catalog, assertion), timestamp_ms)
 
 
 #: nativeResults key of a run's row count and the earlier ones it was judged against (JSON)
@@ -97,10 +105,9 @@ ROW_COUNTS = "row_counts"
 MAX_ROW_COUNTS = 365
 
 
-def row_counts_after(catalog: Catalog, assertion: str) -> list[int]:
-    """The row counts the assertion's runs have seen, oldest first, as its latest run event
-    carries them forward; empty when it has none (or they cannot be read)."""
-    last = catalog.latest_timeseries(assertion, AssertionRunEventClass)
+def row_counts_after(last: AssertionRunEventClass | None) -> list[int]:
+    """The row counts an assertion's runs have seen, oldest first, as its latest run event
+    (``last``) carries them forward; empty when it has none (or they cannot be read)."""
     native = (last.result.nativeResults or {}) if last and last.result else {}
     text = native.get(ROW_COUNTS, "[]")
     try:

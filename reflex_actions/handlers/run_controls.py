@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
     AssertionInfoClass,
+    AssertionRunEventClass,
     DatasetProfileClass,
     OperationClass,
     SchemaMetadataClass,
@@ -19,6 +21,7 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.backtest.history import row_counts
 from reflex_actions.bounded import excerpt
+from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
@@ -26,8 +29,9 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, run_control, run_control_on_recorded
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
-    already_ran,
     assertion_urn,
+    latest_run,
+    ran_since,
     record_recurrence,
     row_counts_after,
     run_event_mcp,
@@ -83,14 +87,12 @@ def names_no_data(operation: OperationClass) -> bool:
     )
 
 
-def _earlier_counts(
-    control: Control, assertion: str, dataset_urn: str, ctx: HandlerContext
-) -> list[int]:
+def _earlier_counts(covered: CoveredControl, dataset_urn: str, ctx: HandlerContext) -> list[int]:
     """The row counts a control judging volume compares a landing with: those its assertion's
     runs carried forward, else (its first run) the normal snapshots of the dataset's history."""
-    if not control.earlier_counts_needed():
+    if not covered.control.earlier_counts_needed():
         return []
-    counts = row_counts_after(ctx.catalog, assertion)
+    counts = row_counts_after(covered.last_run)
     history = ctx.history_for(dataset_urn) if not counts else None
     if history is not None:
         counts = [n for sid, n in row_counts(history).items() if sid not in history.labels]
@@ -104,6 +106,13 @@ class CoveredControl:
     lesson: Lesson
     assertion: str
     control: Control
+    catalog: Catalog = field(repr=False, compare=False)
+
+    @cached_property
+    def last_run(self) -> AssertionRunEventClass | None:
+        """The assertion's latest run, read once per decision: whether the event at hand was
+        judged already, and the row counts it carries forward, both come from it."""
+        return latest_run(self.catalog, self.assertion)
 
 
 def covered_controls(
@@ -123,7 +132,7 @@ def covered_control(lesson: Lesson, dataset_urn: str, ctx: HandlerContext) -> Co
         logger.warning("lesson %s covers %s but its assertion is missing", lesson.urn, dataset_urn)
         return None
     return CoveredControl(
-        lesson, assertion, parse_control_yaml(info.customProperties[CONTROL_PROPERTY])
+        lesson, assertion, parse_control_yaml(info.customProperties[CONTROL_PROPERTY]), ctx.catalog
     )
 
 
@@ -163,7 +172,7 @@ def record_run(
             "incident %s raised on %s (lesson %s)", incident, dataset_urn, covered.lesson.urn
         )
     carried = (
-        row_counts_after(ctx.catalog, covered.assertion)
+        row_counts_after(covered.last_run)
         if result is None and covered.control.earlier_counts_needed()
         else None
     )
@@ -187,7 +196,7 @@ def judge_recorded(
 ) -> tuple[ControlResult | None, str | None]:
     """The control judged on what DataHub records of the dataset, or why it could not be."""
     try:
-        earlier = _earlier_counts(covered.control, covered.assertion, dataset_urn, ctx)
+        earlier = _earlier_counts(covered, dataset_urn, ctx)
         return run_control_on_recorded(
             covered.control,
             recorded,
@@ -225,7 +234,7 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
         logger.warning("not running controls on %s: %s", change.urn, refusal)
         snapshot_id, refused = f"refused-{operation.timestampMillis}", str(refusal)
     for item in covered:
-        if already_ran(ctx.catalog, item.assertion, operation.timestampMillis):
+        if ran_since(item.last_run, operation.timestampMillis):
             continue
         result, error = None, refused
         if path is not None:
@@ -256,7 +265,7 @@ def run_on_snapshot(
     or why it could not be: a corrupt or drifted snapshot is an ERROR run, never incident B."""
     try:
         parent = parent_snapshot(covered.control, snapshot_id, ctx.config.landing, ctx.history_for)
-        earlier = _earlier_counts(covered.control, covered.assertion, dataset_urn, ctx)
+        earlier = _earlier_counts(covered, dataset_urn, ctx)
         result = run_control(
             covered.control, path, reference=parent, earlier_counts=earlier, as_of_ms=as_of_ms
         )
@@ -313,8 +322,8 @@ def on_recorded_change(change: AspectChange, ctx: HandlerContext) -> None:
     if fact is None:
         return
     for item in covered_controls(change.urn, ctx, change.time_ms, Trigger.ASPECT_CHANGE):
-        if fact.name in item.control.judged_on_recorded() and not already_ran(
-            ctx.catalog, item.assertion, fact.time_ms
+        if fact.name in item.control.judged_on_recorded() and not ran_since(
+            item.last_run, fact.time_ms
         ):
             judge_fact(item, change.urn, fact, ctx)
 

@@ -28,7 +28,7 @@ from datahub.metadata.schema_classes import DatasetProfileClass, OperationClass
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult
-from reflex_actions.handlers.assertions import already_ran
+from reflex_actions.handlers.assertions import ran_since
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
 from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot
 from reflex_actions.handlers.run_controls import (
@@ -121,14 +121,14 @@ def _judge(
         if (
             fact is None
             or fact.name not in control.judged_on_recorded()
-            or already_ran(ctx.catalog, covered.assertion, fact.time_ms)
+            or ran_since(covered.last_run, fact.time_ms)
         ):
             counts.skipped += 1
             return
         result, error = judge_fact(covered, dataset_urn, fact, ctx, runs)
         _count(counts, result, error)
         return
-    if already_ran(ctx.catalog, covered.assertion, slot):
+    if ran_since(covered.last_run, slot):
         counts.skipped += 1
         return
     operation = ctx.catalog.latest_timeseries(dataset_urn, OperationClass)

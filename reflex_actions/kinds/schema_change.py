@@ -215,7 +215,6 @@ class SchemaContractControl(Control):
     columns: dict[str, str] = Field(min_length=1, max_length=MAX_LIST_ITEMS)
     allow_new_columns: bool = Field(default=True, strict=True)
 
-
     violation_unit: ClassVar[str] = "columns missing, retyped or not in the contract"
 
     @field_validator("columns")
