@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from datahub_actions.action.action import Action
@@ -28,6 +27,7 @@ from reflex_actions.handlers.run_controls import on_operation, on_recorded_chang
 from reflex_actions.handlers.scheduled import on_schedule
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.source.schedule_tick import SCHEDULE_TICK_EVENT_TYPE, ScheduleTick
+from reflex_actions.times import now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -139,12 +139,12 @@ class ReflexAction(Action):
         of each interval slot, until the action closes."""
         interval_ms = (self.context.config.schedule.interval_seconds or 0) * 1000
         while not self._closing.is_set():
-            now = int(time.time() * 1000)
+            now = now_ms()
             try:
                 self.on_tick(now)
             except ReflexError as error:  # logged and reported; the next slot tries again
                 logger.error("reflex: schedule tick at %s failed: %s", now, error)
-            wait_ms = interval_ms - int(time.time() * 1000) % interval_ms
+            wait_ms = interval_ms - now_ms() % interval_ms
             self._closing.wait(wait_ms / 1000)
 
     def get_report(self) -> ReflexReport:

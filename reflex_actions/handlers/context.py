@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +22,7 @@ from reflex_actions.handlers.directives import Outbox, apply
 from reflex_actions.handlers.lesson_store import load_lesson
 from reflex_actions.lessons.drafting import Proposer, make_proposer
 from reflex_actions.lessons.model import Lesson
+from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import dataset_platform, display_name
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 class HandlerContext:
     catalog: Catalog
     config: ReflexConfig
-    clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    clock: Callable[[], int] = now_ms
     #: the reasons of the decisions refused while handling the current event (for the report)
     refusals: list[str] = field(default_factory=list)
     #: what the current event's decision will write (applied once the handler returns)

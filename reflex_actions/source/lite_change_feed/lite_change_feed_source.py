@@ -37,7 +37,6 @@ import os
 import sqlite3
 import tempfile
 import threading
-import time
 from collections import deque
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -65,6 +64,7 @@ from pydantic import Field
 
 from reflex_actions.errors import ReflexError
 from reflex_actions.source.schedule_tick import tick_envelope
+from reflex_actions.times import now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -417,7 +417,7 @@ class LiteChangeFeedSource(EventSource):
     def _tick_due(self) -> bool:
         """Whether an idle feed owes the action a schedule tick now (and note it sent one)."""
         interval = self.config.tick_interval_seconds
-        now = int(time.time() * 1000)
+        now = now_ms()
         if interval is None or (
             self._last_tick_ms is not None and now - self._last_tick_ms < interval * 1000
         ):
