@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,11 +13,18 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from reflex_actions.controls import Control
+from reflex_actions.engines.base import (
+    DeltaTarget,
+    Engine,
+    FileTarget,
+    IcebergTarget,
+    TableTarget,
+    Target,
+)
 from reflex_actions.errors import (
     ControlSpecError,
     SnapshotNotFoundError,
     SnapshotUnreadableError,
-    first_line,
 )
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
@@ -25,6 +33,8 @@ from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
 # CLI's `control compile` does) starts no engine.
 if TYPE_CHECKING:
     import duckdb
+
+    from reflex_actions.engines.duckdb import DuckDBEngine
 
 DEFAULT_SAMPLE_SIZE = 5
 #: The parameter a parent's snapshot is bound to beside the child's ``$snapshot``.
@@ -50,7 +60,7 @@ class ReferenceUsed(BaseModel):
 
 
 def with_reference(
-    con: duckdb.DuckDBPyConnection,
+    engine: Engine,
     control: Control,
     relation: Relation,
     reference: ReferenceSnapshot | None,
@@ -65,8 +75,8 @@ def with_reference(
             f"{control.type} checks values against {target.field!r} of {target.dataset}: "
             "no snapshot of that dataset was given"
         )
-    types = reference.file.check_columns(con, [target.field])
-    return replace(relation, reference=reference.file.relation(REFERENCE_PARAMETER, types))
+    parent = engine.relation(FileTarget(reference.file.path), [target.field], REFERENCE_PARAMETER)
+    return replace(relation, reference=parent)
 
 
 def recent_counts(control: Control, counts: Sequence[int]) -> tuple[int, ...]:
@@ -114,18 +124,19 @@ class ControlResult(BaseModel):
 
 def run_control(
     control: Control,
-    snapshot_path: str | Path,
+    target: str | Path | Target,
     *,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
+    engine: Engine | None = None,
     connection: duckdb.DuckDBPyConnection | None = None,
     reference: ReferenceSnapshot | None = None,
     earlier_counts: Sequence[int] = (),
     as_of_ms: int | None = None,
 ) -> ControlResult:
-    """Evaluate ``control`` on the snapshot (against ``reference``, the parent's snapshot, for a
-    control checked against another dataset; against ``earlier_counts``, oldest first, for one
-    judging volume; as of ``as_of_ms``, for one judging age); raise a SnapshotError if it
-    cannot be evaluated."""
+    """Evaluate ``control`` on the target (a snapshot file's path, or any target of
+    ``engine``; against ``reference``, the parent's snapshot, for a control checked against
+    another dataset; against ``earlier_counts``, oldest first, for one judging volume; as of
+    ``as_of_ms``, for one judging age); raise a SnapshotError if it cannot be evaluated."""
     started = time.perf_counter()
     if not control.reads_data():
         raise ControlSpecError(
@@ -133,24 +144,24 @@ def run_control(
             "snapshot's rows: it runs on the catalog (datahub-reflex evaluate)"
         )
     _check_as_of(control, as_of_ms)
-    snapshot = SnapshotFile.from_path(snapshot_path)
-    import duckdb
+    if not isinstance(target, (FileTarget, TableTarget, IcebergTarget, DeltaTarget)):
+        target = FileTarget(SnapshotFile.from_path(target).path)
+    from reflex_actions.engines.duckdb import DuckDBEngine
 
-    con = connection or duckdb.connect()
+    runner = engine if engine is not None else DuckDBEngine(connection)
     try:
-        types = snapshot.check_columns(con, control.required_columns())
         relation = replace(
-            with_reference(con, control, snapshot.relation(types=types), reference),
+            with_reference(
+                runner, control, runner.relation(target, control.required_columns()), reference
+            ),
             earlier_counts=recent_counts(control, earlier_counts),
             as_of_ms=as_of_ms,
         )
-        result = _evaluate(
-            con, control, relation, str(snapshot.path), snapshot.snapshot_id, sample_size, started
-        )
+        result = _evaluate(runner, control, relation, target, sample_size, started)
         return result.model_copy(update={"reference": reference_used(control, reference)})
     finally:
-        if connection is None:
-            con.close()
+        if engine is None:
+            runner.close()
 
 
 def run_control_on_recorded(
@@ -166,32 +177,38 @@ def run_control_on_recorded(
     last update, its schema), reading no data; raise a SnapshotError naming what is missing."""
     started = time.perf_counter()
     _check_as_of(control, as_of_ms)
-    relation = Relation(
-        sql=NO_ROWS,
+    relation = Relation.of(
+        NO_ROWS,
         recorded=recorded,
         earlier_counts=recent_counts(control, earlier_counts),
         as_of_ms=as_of_ms,
     )
-    with _in_memory() as con:
-        return _evaluate(
-            con, control, relation, f"<{snapshot_id}>", snapshot_id, sample_size, started
-        )
+    with _in_memory() as engine:
+        return _evaluate(engine, control, relation, _Recorded(snapshot_id), sample_size, started)
 
 
 _IN_MEMORY: list[duckdb.DuckDBPyConnection] = []
 _IN_MEMORY_LOCK = threading.Lock()
 
 
-def _in_memory() -> duckdb.DuckDBPyConnection:
-    """A cursor on one in-memory database kept for the process, for the judgements that read
-    no files (recorded facts, rows built in memory): opening a database costs ~20-30 ms, a
-    cursor well under one, and a sweep judges thousands of datasets."""
+@contextmanager
+def _in_memory() -> Iterator[DuckDBEngine]:
+    """An engine on a cursor of one in-memory database kept for the process, for the
+    judgements that read no files (recorded facts, rows built in memory): opening a database
+    costs ~20-30 ms, a cursor well under one, and a sweep judges thousands of datasets."""
     import duckdb
+
+    from reflex_actions.engines.duckdb import DuckDBEngine
 
     with _IN_MEMORY_LOCK:
         if not _IN_MEMORY:
             _IN_MEMORY.append(duckdb.connect())
-        return _IN_MEMORY[0].cursor()
+        cursor = _IN_MEMORY[0].cursor()
+    engine = DuckDBEngine(cursor)
+    try:
+        yield engine
+    finally:
+        cursor.close()
 
 
 def _check_as_of(control: Control, as_of_ms: int | None) -> None:
@@ -214,46 +231,48 @@ def run_control_on_rows(
     table = pa.table(
         {name: pa.array([row.get(name) for row in rows], pa.string()) for name in columns}
     )
-    with _in_memory() as con:
-        con.register("reflex_rows", table)
-        relation = Relation(sql="SELECT * FROM reflex_rows")
-        return _evaluate(
-            con, control, relation, f"<{snapshot_id}>", snapshot_id, sample_size, started
-        )
+    with _in_memory() as engine:
+        engine.connection.register("reflex_rows", table)
+        relation = Relation.of("SELECT * FROM reflex_rows")
+        return _evaluate(engine, control, relation, _Recorded(snapshot_id), sample_size, started)
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """What a judgement reading no target reports as its snapshot."""
+
+    snapshot_id: str
+
+    @property
+    def shown(self) -> str:
+        return f"<{self.snapshot_id}>"
 
 
 def _evaluate(
-    con: duckdb.DuckDBPyConnection,
+    engine: Engine,
     control: Control,
     relation: Relation,
-    snapshot: str,
-    snapshot_id: str,
+    target: Target | _Recorded,
     sample_size: int,
     started: float,
 ) -> ControlResult:
-    import duckdb
-
-    query = control.compile(relation, sample_size=sample_size)
     try:
-        rows_scanned, violation_count, sample, *measures = con.execute(
-            query.sql, query.params
-        ).fetchone()
-    except duckdb.Error as error:
-        raise SnapshotUnreadableError(
-            f"cannot evaluate snapshot {snapshot}: {first_line(error)}"
-        ) from None
+        evaluation = engine.evaluate(control, relation, sample_size)
+    except SnapshotUnreadableError as error:
+        raise SnapshotUnreadableError(f"cannot evaluate snapshot {target.shown}: {error}") from None
+    allowed = control.allowed_violations(evaluation.rows_scanned)
     return ControlResult(
         earlier_counts=list(relation.earlier_counts) if control.earlier_counts_needed() else None,
         control_type=control.type,
         control=control.describe(),
-        snapshot=snapshot,
-        snapshot_id=snapshot_id,
-        passed=violation_count <= control.allowed_violations(rows_scanned),
-        violation_count=violation_count,
+        snapshot=target.shown,
+        snapshot_id=target.snapshot_id,
+        passed=evaluation.violation_count <= allowed,
+        violation_count=evaluation.violation_count,
         violation_unit=control.violation_unit,
-        allowed_violations=control.allowed_violations(rows_scanned),
-        rows_scanned=rows_scanned,
-        sample=[control.sample_row(row) for row in sample or []],
-        measures=control.sample_row(measures[0]) if measures else None,
+        allowed_violations=allowed,
+        rows_scanned=evaluation.rows_scanned,
+        sample=[control.sample_row(row) for row in evaluation.sample],
+        measures=None if evaluation.measures is None else control.sample_row(evaluation.measures),
         elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
     )

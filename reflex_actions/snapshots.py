@@ -67,11 +67,20 @@ def reader_call(snapshot_format: SnapshotFormat, parameter: str, *, many: bool =
     return f"{function}({', '.join(arguments)})"
 
 
-def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> Relation:
-    """Several snapshots as one relation partitioned by file, projecting only ``columns``.
+@dataclass(frozen=True)
+class FilesQuery:
+    """Several snapshot files read as one DuckDB table, each row tagged with its file in
+    :data:`FILE_COLUMN` (how drafting reads a whole history's evidence in one query)."""
+
+    sql: str
+    params: dict[str, list[str]]
+
+
+def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> FilesQuery:
+    """Several snapshots as one table tagged by file, projecting only ``columns``.
 
     Parquet and CSV files are read by one reader each and combined by column name, so a whole
-    history is evaluated in one query.
+    history's evidence is read in one query.
     """
     projection = ", ".join(quote_identifier(name) for name in [FILE_COLUMN, *columns])
     selects: list[str] = []
@@ -84,12 +93,7 @@ def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> Relatio
             selects.append(
                 f"SELECT {projection} FROM {reader_call(snapshot_format, parameter, many=True)}"
             )
-    return Relation(
-        sql="\nUNION ALL BY NAME\n".join(selects),
-        params=params,
-        partition_column=FILE_COLUMN,
-        text_only="csv_files" in params,
-    )
+    return FilesQuery(sql="\nUNION ALL BY NAME\n".join(selects), params=params)
 
 
 @dataclass(frozen=True)
@@ -130,22 +134,26 @@ class SnapshotFile:
     ) -> Relation:
         """The whole snapshot as a relation, its path bound as ``$parameter`` (a parent's
         snapshot read beside a child's takes another name), with its column types if known."""
-        return Relation(
-            sql=f"SELECT * FROM {reader_call(self.format, parameter)}",
+        return Relation.of(
+            self.reader_sql(parameter),
             params={parameter: self.pattern},
             types=dict(types or {}),
             text_only=self.format == "csv",
         )
+
+    def reader_sql(self, parameter: str = "snapshot") -> str:
+        return f"SELECT * FROM {reader_call(self.format, parameter)}"
 
     def column_types(self, connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
         """Column name -> DuckDB type (reads the Parquet footer or sniffs the CSV header),
         once DuckDB is known to read this file and no other."""
         import duckdb
 
-        relation = self.relation()
         try:
             self._check_reads_only_itself(connection)
-            described = connection.execute(f"DESCRIBE {relation.sql}", relation.params).fetchall()
+            described = connection.execute(
+                f"DESCRIBE {self.reader_sql()}", {"snapshot": self.pattern}
+            ).fetchall()
         except duckdb.Error as error:
             raise SnapshotUnreadableError(
                 f"cannot read snapshot {self.path}: {first_line(error)}"

@@ -1,7 +1,10 @@
-"""SQL building blocks shared by every control template.
+"""SQL query trees shared by every control template.
 
-Identifiers are always quoted and values always bound as named parameters: control specs and
-snapshot schemas come from users and incident text, and must never be formatted into SQL raw.
+A control builds its queries as sqlglot trees over two named tables, ``snapshot`` (the target
+it judges) and ``parent`` (the table a referencing control checks it against); an engine says
+how it reads each (a Parquet file in DuckDB, a table in PostgreSQL) and renders the whole tree
+in its dialect. Identifiers are always quoted nodes and values always bound placeholders:
+control specs and schemas come from users and incident text, and are never formatted into SQL.
 """
 
 from __future__ import annotations
@@ -10,12 +13,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+
+#: The names a control's query reads its target and the target's parent by.
+SNAPSHOT = "snapshot"
+PARENT = "parent"
+#: The dialect a control's query is shown in (lesson pages, assertion logic, `control compile`).
+SHOWN_DIALECT = "duckdb"
+
 
 def quote_identifier(name: str) -> str:
     """Quote a column name for DuckDB, doubling embedded quotes."""
     if not name or "\x00" in name:
         raise ValueError(f"invalid column name {name!r}: empty or contains a NUL byte")
     return '"' + name.replace('"', '""') + '"'
+
+
+def column(name: str, table: str | None = None) -> exp.Column:
+    """A quoted column reference (of ``table`` when given)."""
+    quote_identifier(name)  # the same refusal of an empty name or a NUL byte
+    return exp.column(name, table=table, quoted=True)
+
+
+def param(name: str) -> exp.Placeholder:
+    """A bound value: each dialect renders its driver's marker (``$v``, ``%(v)s``, ``:v``)."""
+    return exp.Placeholder(this=name)
+
+
+def parse(sql: str, dialect: str = SHOWN_DIALECT) -> exp.Expression:
+    """A tree from fixed SQL text written in this package (never from user text)."""
+    return sqlglot.parse_one(sql, read=dialect)
 
 
 @dataclass(frozen=True)
@@ -38,19 +66,16 @@ NO_ROWS = "SELECT NULL AS no_rows WHERE false"
 
 @dataclass(frozen=True)
 class Relation:
-    """A table a control reads: a SELECT over snapshot file(s), with its bound parameters.
+    """A table a control reads: how its engine reads it (``source``, a query tree, with its
+    bound parameters), and what is known of it.
 
-    When ``partition_column`` is set the relation holds several snapshots and every control
-    returns one result row per value of that column (used by the backtester to evaluate a whole
-    history in one query). ``types`` are the engine's column types where known (a control may
-    compare natively when two columns share one), and ``reference`` is the other table a control
-    checks this one against (a child's parent snapshot), when the control has one.
-    ``earlier_counts`` are the dataset's earlier row counts, for a control that needs them.
+    ``types`` are the column types where known, in DuckDB's names whatever the engine (a
+    control may compare natively when two columns share one), and ``reference`` is the other
+    table a control checks this one against (a child's parent), when the control has one.
     """
 
-    sql: str
+    source: exp.Query
     params: dict[str, Any] = field(default_factory=dict)
-    partition_column: str | None = None
     types: Mapping[str, str] = field(default_factory=dict)
     reference: Relation | None = None
     #: the row counts of this dataset's earlier evaluations, oldest first (what a volume
@@ -63,41 +88,116 @@ class Relation:
     #: what the catalog records of the table, for a control judged on metadata alone
     recorded: RecordedFacts | None = None
 
+    # migration: what controls still written as DuckDB text read
+    @property
+    def sql(self) -> str:
+        return self.source.sql(dialect=SHOWN_DIALECT)
+
     def partition_select(self) -> str:
-        """``"col", `` to lead a per-partition SELECT or GROUP BY list; empty when unpartitioned."""
-        return f"{quote_identifier(self.partition_column)}, " if self.partition_column else ""
+        return ""
 
     def partition_suffix(self) -> str:
-        """The GROUP BY / ORDER BY that makes an aggregate return one row per partition."""
-        if not self.partition_column:
-            return ""
-        column = quote_identifier(self.partition_column)
-        return f"\nGROUP BY {column}\nORDER BY {column}"
+        return ""
+
+    partition_column = None
+
+    @classmethod
+    def of(cls, sql: str, dialect: str = SHOWN_DIALECT, **known: Any) -> Relation:
+        """A relation read by fixed SQL text (an engine's reader, with its placeholders)."""
+        source = parse(sql, dialect)
+        assert isinstance(source, exp.Query)
+        return cls(source=source, **known)
 
 
 @dataclass(frozen=True)
-class CompiledQuery:
-    """A control compiled against a relation.
+class ControlQuery:
+    """A control compiled against a relation: cheapest first.
 
-    The query returns the columns ``rows_scanned``, ``violation_count`` and ``sample`` (a list of
-    row tuples, worst offenders first), preceded by the partition column when there is one. A
-    control judging the whole table may return a fourth, ``measures``: one row tuple, read like
-    a sample row, of what it measured whether it passed or not (an age, a count and bounds).
+    ``counts`` returns one row: ``rows_scanned``, ``violation_count``, then, for a control that
+    reports them, its measures (what it measured, pass or fail: an age, a count and bounds),
+    read like a sample row. ``sample`` returns the worst offenders, one row each, and runs only
+    when the counts fail; a control whose measures are its judgement has none and
+    ``sample_is_measures`` (its failing sample is the measures row).
     """
+
+    counts: exp.Query
+    sample: exp.Query | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    sample_is_measures: bool = False
+
+    def render(
+        self, query: exp.Query, relation: Relation, dialect: str
+    ) -> tuple[str, dict[str, Any]]:
+        """``query`` (``counts`` or ``sample``) as SQL in ``dialect`` over ``relation``, and
+        the parameters it binds (only those it names: DuckDB refuses any other)."""
+        return render(query, relation, dialect, self.params)
+
+    def shown(self, relation: Relation, dialect: str = SHOWN_DIALECT) -> str:
+        """Both queries as a steward reads them (the sample runs only when the counts fail)."""
+        text, _ = render(self.counts, relation, dialect, self.params, pretty=True, shown=True)
+        if self.sample is not None:
+            sample, _ = render(self.sample, relation, dialect, self.params, pretty=True, shown=True)
+            text += ";\n\n-- only when the counts fail: the worst offenders\n" + sample
+        return text
+
+
+def render(
+    query: exp.Query,
+    relation: Relation,
+    dialect: str,
+    params: Mapping[str, Any] | None = None,
+    pretty: bool = False,
+    shown: bool = False,
+) -> tuple[str, dict[str, Any]]:
+    """``query`` with ``snapshot`` (and ``parent``, when it reads it) defined as the
+    relation's sources, as SQL in ``dialect``, and the bound values it names (all of them,
+    unless it is only ``shown``, its values bound at run time)."""
+    tree = query.copy()
+    read = {table.name for table in tree.find_all(exp.Table)}
+    tables = [_cte(SNAPSHOT, relation.source)]
+    bound = {**relation.params, **(params or {})}
+    if relation.reference is not None and PARENT in read:
+        tables.append(_cte(PARENT, relation.reference.source))
+        bound = {**relation.reference.params, **bound}
+    own = tree.args.get("with_")
+    tree.set("with_", exp.With(expressions=[*tables, *(own.expressions if own else [])]))
+    named = {node.name for node in tree.find_all(exp.Placeholder)}
+    missing = named - bound.keys()
+    if missing and not shown:
+        raise ValueError(f"query names unbound parameter(s) {', '.join(sorted(missing))}")
+    return tree.sql(dialect=dialect, pretty=pretty), {k: bound[k] for k in named - missing}
+
+
+def _cte(name: str, source: exp.Query) -> exp.CTE:
+    return exp.CTE(this=source.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
+
+
+#: How a compiled control is shown to people (lesson page, assertion logic): the snapshot file
+#: (and a parent's, for a control checked against one) is bound at run time.
+SHOWN_RELATION = Relation.of(
+    "SELECT * FROM read_parquet($snapshot)",
+    reference=Relation.of("SELECT * FROM read_parquet($reference)"),
+)
+
+
+# --- migration: controls still written as DuckDB text (removed once every control builds a tree)
+@dataclass(frozen=True)
+class CompiledQuery:
+    """A control compiled to DuckDB text: ``rows_scanned``, ``violation_count``, ``sample``
+    (a list of row tuples) and optionally ``measures``."""
 
     sql: str
     params: dict[str, Any]
+
+
+def shown_sql(query: ControlQuery | CompiledQuery, relation: Relation | None = None) -> str:
+    """A compiled control as a steward reads it."""
+    if isinstance(query, CompiledQuery):
+        return query.sql
+    return query.shown(relation or SHOWN_RELATION)
 
 
 def indent(sql: str, spaces: int = 4) -> str:
     """Indent a multi-line SQL fragment so nested queries stay readable."""
     pad = " " * spaces
     return "\n".join(pad + line if line else line for line in sql.splitlines())
-
-
-#: How a compiled control is shown to people (lesson page, assertion logic): the snapshot file
-#: (and a parent's, for a control checked against one) is bound at run time.
-SHOWN_RELATION = Relation(
-    sql="SELECT * FROM read_parquet($snapshot)",
-    reference=Relation(sql="SELECT * FROM read_parquet($reference)"),
-)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import duckdb
 
@@ -28,7 +28,9 @@ from reflex_actions.backtest.metrics import (
     SnapshotOutcome,
 )
 from reflex_actions.controls import Control
-from reflex_actions.errors import ReflexError, SnapshotError, first_line
+from reflex_actions.engines.base import Evaluation, FileTarget
+from reflex_actions.engines.duckdb import DuckDBEngine
+from reflex_actions.errors import ReflexError, SnapshotError, SnapshotUnreadableError
 from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.snapshots import SnapshotFile
@@ -45,8 +47,6 @@ DEFAULT_WORKERS = os.cpu_count() or 1
 #: Called with (dataset, fraction of its snapshots judged) as each snapshot is judged.
 ProgressCallback = Callable[[str, float], None]
 
-#: rows_scanned, violation_count, sample (and, for a control reporting them, its measures)
-RawRow = tuple[Any, ...]
 
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
@@ -200,7 +200,7 @@ def _backtest_history(
             unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
     else:
         judgements = _judgements(control, history, parent, unusable)
-    raw: dict[str, RawRow] = {}
+    raw: dict[str, Evaluation] = {}
     judged = _judge_all(con, pool, control, judgements, sample_size, history.dataset, progress)
     for snapshot_id, result in judged.items():
         if isinstance(result, str):
@@ -294,7 +294,7 @@ def _judge_all(
     sample_size: int,
     dataset: str,
     progress: ProgressCallback | None,
-) -> dict[str, RawRow | str]:
+) -> dict[str, Evaluation | str]:
     """Each snapshot's raw result, or why it is not evaluable, by snapshot id.
 
     Independent snapshots are judged several at once; a control judging volume is judged on
@@ -318,7 +318,7 @@ def _judge_all(
                 _judge(con, control, judgement, sample_size, recent_counts(control, counts))
             )
             if not isinstance(judged[-1], str):
-                counts.append(judged[-1][0])
+                counts.append(judged[-1].rows_scanned)
             report(done)
     return {j.snapshot.snapshot_id: result for j, result in zip(judgements, judged, strict=True)}
 
@@ -329,27 +329,34 @@ def _judge(
     judgement: _Judgement,
     sample_size: int,
     earlier_counts: tuple[int, ...],
-) -> RawRow | str:
-    """The control's raw result on one snapshot (its own column types, as ``run_control``
-    reads them), or why it cannot be evaluated: a missing column, an unreadable file or
-    DuckDB's reason for failing on its data."""
+) -> Evaluation | str:
+    """The control's result on one snapshot (its own column types, as ``run_control`` reads
+    them), or why it cannot be evaluated: a missing column, an unreadable file or DuckDB's
+    reason for failing on its data."""
     snapshot = judgement.snapshot
+    engine = DuckDBEngine(con)
     try:
-        types = snapshot.check_columns(con, control.required_columns())
         relation = replace(
-            with_reference(con, control, snapshot.relation(types=types), judgement.reference),
+            with_reference(
+                engine,
+                control,
+                engine.relation(FileTarget(snapshot.path), control.required_columns()),
+                judgement.reference,
+            ),
             earlier_counts=earlier_counts,
             as_of_ms=judgement.as_of_ms,
             recorded=RecordedFacts(last_updated_ms=judgement.last_updated_ms)
             if _on_last_update(control)
             else None,
         )
-        query = control.compile(relation, sample_size)
-        return con.execute(query.sql, query.params).fetchone()
     except SnapshotError as error:
         return str(error)
-    except duckdb.Error as error:
-        return _cannot_evaluate(snapshot, error)
+    try:
+        return engine.evaluate(control, relation, sample_size)
+    except SnapshotUnreadableError as error:
+        return f"cannot evaluate snapshot {snapshot.path}: {error}"
+    except SnapshotError as error:
+        return str(error)
 
 
 def _outcome(
@@ -357,7 +364,7 @@ def _outcome(
     history: History,
     labels: Mapping[str, FailureLabel],
     snapshot: SnapshotFile,
-    raw: RawRow | None,
+    raw: Evaluation | None,
     unusable: dict[str, str],
     checked_against: str | None,
 ) -> SnapshotOutcome:
@@ -373,23 +380,17 @@ def _outcome(
     if raw is None:
         reason = unusable.get(snapshot.snapshot_id, "not evaluated")
         return SnapshotOutcome(**common, evaluable=False, reason=reason, verdict="not_evaluable")
-    rows_scanned, violation_count, sample, *measures = raw
-    flagged = violation_count > control.allowed_violations(rows_scanned)
+    flagged = raw.violation_count > control.allowed_violations(raw.rows_scanned)
     return SnapshotOutcome(
         **common,
         evaluable=True,
         flagged=flagged,
-        violation_count=violation_count,
-        rows_scanned=rows_scanned,
-        sample=[control.sample_row(row) for row in sample or []],
-        measures=control.sample_row(measures[0]) if measures else None,
+        violation_count=raw.violation_count,
+        rows_scanned=raw.rows_scanned,
+        sample=[control.sample_row(row) for row in raw.sample],
+        measures=None if raw.measures is None else control.sample_row(raw.measures),
         verdict=SnapshotOutcome.verdict_for(flagged, label is not None),
     )
-
-
-def _cannot_evaluate(snapshot: SnapshotFile, error: duckdb.Error) -> str:
-    """Why a snapshot is not evaluable when DuckDB fails on it (its first line only)."""
-    return f"cannot evaluate snapshot {snapshot.path}: {first_line(error)}"
 
 
 def _elapsed_ms(started: float) -> float:

@@ -20,7 +20,7 @@ from reflex_actions.executor import (
     run_control,
 )
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SHOWN_RELATION
+from reflex_actions.sql import SHOWN_RELATION, shown_sql
 from reflex_actions.times import now_ms, parse_instant
 
 #: Parameters bound to files at run time, not shown as values.
@@ -41,8 +41,9 @@ def compile_command(spec: Path, as_json: bool) -> None:
     control_spec = load_control_spec(spec)
     query = control_spec.compile(SHOWN_RELATION, sample_size=DEFAULT_SAMPLE_SIZE)
     params = {name: value for name, value in query.params.items() if name not in FILE_PARAMETERS}
+    sql = shown_sql(query)
     if as_json:
-        print_json({"type": control_spec.type, "sql": query.sql, "parameters": params})
+        print_json({"type": control_spec.type, "sql": sql, "parameters": params})
         return
     click.echo(f"-- {control_spec.type}: {control_spec.describe()}")
     click.echo("-- $snapshot = the snapshot file (read_csv(..., all_varchar = true) for CSV)")
@@ -50,7 +51,7 @@ def compile_command(spec: Path, as_json: bool) -> None:
         click.echo(f"-- ${REFERENCE_PARAMETER} = the snapshot of {target.dataset}")
     for name, value in params.items():
         click.echo(f"-- ${name} = {value!r}")
-    click.echo(query.sql + ";")
+    click.echo(sql + ";")
 
 
 @control.command("run")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+from sqlglot import exp
+
 from reflex_actions.controls.base import FieldsControl, count_field
-from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column
 
 
 class UniquenessControl(FieldsControl):
@@ -33,26 +35,44 @@ class UniquenessControl(FieldsControl):
     def allowed_violations(self, rows_scanned: int) -> int:
         return self.max_duplicate_count
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        keys = [quote_identifier(name) for name in self.key_fields]
-        key_list = ", ".join(keys)
-        grouped = relation.partition_select() + key_list
-        duplicated = " AND ".join(["occurrences > 1", *(f"{key} IS NOT NULL" for key in keys)])
-        sql = f"""WITH snapshot AS (
-{indent(relation.sql)}
-),
-key_counts AS (
-    SELECT {grouped}, count(*) AS occurrences
-    FROM snapshot
-    GROUP BY {grouped}
-)
-SELECT
-    {relation.partition_select()}coalesce(sum(occurrences), 0)::BIGINT AS rows_scanned,
-    coalesce(sum(occurrences - 1) FILTER (WHERE {duplicated}), 0)::BIGINT AS violation_count,
-    arg_max(row({key_list}, occurrences), row(occurrences, {key_list}), $sample_size)
-        FILTER (WHERE {duplicated}) AS sample
-FROM key_counts{relation.partition_suffix()}"""
-        return CompiledQuery(sql=sql, params={**relation.params, "sample_size": sample_size})
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """Counts first: a single key is ``count(key) - count(DISTINCT key)`` (the cheapest
+        query there is), a composite one the rows beyond the first of each fully non-NULL key.
+        The sample, run only on failure, groups the duplicated keys, most occurrences first."""
+        keys = [column(name) for name in self.key_fields]
+        not_null = exp.and_(*(key.is_(exp.null()).not_() for key in keys))
+        rows = exp.func("count", exp.Star())
+        if len(keys) == 1:
+            duplicates = exp.func("count", keys[0]) - exp.Count(
+                this=exp.Distinct(expressions=[keys[0]])
+            )
+            counts = exp.select(rows.as_("rows_scanned"), duplicates.as_("violation_count"))
+            counts = counts.from_(SNAPSHOT)
+        else:
+            grouped = (
+                exp.select(exp.func("count", exp.Star()).as_("occurrences"))
+                .from_(SNAPSHOT)
+                .where(not_null)
+                .group_by(*keys)
+            )
+            counts = exp.select(
+                exp.select(rows).from_(SNAPSHOT).subquery().as_("rows_scanned"),
+                exp.select(exp.func("coalesce", exp.func("sum", exp.column("occurrences") - 1), 0))
+                .from_(grouped.subquery("key_counts"))
+                .subquery()
+                .as_("violation_count"),
+            )
+        occurrences = exp.func("count", exp.Star())
+        sample = (
+            exp.select(*keys, occurrences.as_("occurrences"))
+            .from_(SNAPSHOT)
+            .where(not_null)
+            .group_by(*keys)
+            .having(occurrences.copy() > 1)
+            .order_by(exp.Ordered(this=exp.column("occurrences"), desc=True), *keys)
+            .limit(sample_size)
+        )
+        return ControlQuery(counts=counts, sample=sample)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         *key_values, occurrences = row

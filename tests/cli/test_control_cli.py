@@ -42,7 +42,7 @@ def test_compile_prints_sql_with_quoted_identifier(spec: Path) -> None:
     code, output = invoke("control", "compile", spec)
     assert code == 0
     assert '"a""b; DROP TABLE t; --"' in output
-    assert "$sample_size = 5" in output
+    assert "LIMIT 5" in output  # the sample's size, a validated whole number
 
 
 def test_compile_json(spec: Path) -> None:
@@ -50,7 +50,7 @@ def test_compile_json(spec: Path) -> None:
     payload = json.loads(output)
     assert code == 0
     assert payload["type"] == "uniqueness"
-    assert payload["parameters"] == {"sample_size": 5}
+    assert payload["parameters"] == {}  # a uniqueness check binds only its snapshot
     assert payload["sql"].startswith("WITH snapshot AS")
 
 

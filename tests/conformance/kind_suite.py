@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-import duckdb
 import pytest
 import yaml
 
@@ -36,7 +35,7 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import Relation
+from reflex_actions.sql import Relation, shown_sql
 from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
 from tests.conftest import write_snapshot
 from tests.similarity.estate import InMemoryCatalog
@@ -131,18 +130,18 @@ class BaseLessonKindConformance:
     def test_compiles_with_quoted_identifiers_and_bound_values(self) -> None:
         names = hostile_names(self.control_case)
         control = self.control(names)
-        relation = Relation(
-            sql="SELECT * FROM read_parquet($snapshot)",
+        relation = Relation.of(
+            "SELECT * FROM read_parquet($snapshot)",
             params={"snapshot": "x"},
-            reference=Relation(sql="SELECT * FROM read_parquet($parent)", params={"parent": "y"}),
+            reference=Relation.of("SELECT * FROM read_parquet($parent)", params={"parent": "y"}),
         )
         first, second = control.compile(relation), control.compile(relation)
-        assert first == second
+        assert shown_sql(first, relation) == shown_sql(second, relation)
         for name in control.required_columns():
             assert name in names.values()
-            assert '"' + name.replace('"', '""') + '"' in first.sql
+            assert '"' + name.replace('"', '""') + '"' in shown_sql(first, relation)
         for value in self.control_case.bound_values:
-            assert value not in first.sql
+            assert value not in shown_sql(first, relation)
 
     def test_passes_on_a_clean_snapshot(self, tmp_path: Path, snapshot_format: str) -> None:
         case = self.control_case
@@ -199,32 +198,6 @@ class BaseLessonKindConformance:
         corrupt.write_bytes(b"PAR1 this is not parquet")
         with pytest.raises(SnapshotUnreadableError, match=r"corrupt\.parquet"):
             self.run(control, corrupt)
-
-    def test_a_partitioned_relation_matches_single_runs(self, tmp_path: Path) -> None:
-        """Backtests evaluate many snapshots in one query; each partition must match a run (a
-        control checked against another dataset runs one snapshot at a time, and says so)."""
-        case, control = self.control_case, self.control()
-        clean = write_snapshot(tmp_path / "s1.parquet", rows_as(case.passing_rows, case.columns))
-        bad = write_snapshot(tmp_path / "s2.parquet", rows_as(case.failing_rows, case.columns))
-        relation = Relation(
-            sql="SELECT parse_filename(src, true) AS part, * "
-            "FROM read_parquet($files, filename = 'src', union_by_name = true)",
-            params={"files": [str(clean), str(bad)]},
-            partition_column="part",
-            as_of_ms=case.as_of_ms,
-        )
-        if control.referenced() is not None:
-            with pytest.raises(ControlSpecError, match="one snapshot"):
-                control.compile(relation)
-            return
-        query = control.compile(relation)
-        rows = duckdb.connect().execute(query.sql, query.params).fetchall()
-        singles = [self.run(control, path) for path in (clean, bad)]
-        assert [row[0] for row in rows] == ["s1", "s2"]
-        for row, single in zip(rows, singles, strict=True):
-            _, rows_scanned, violation_count, sample, *_ = row
-            assert (rows_scanned, violation_count) == (single.rows_scanned, single.violation_count)
-            assert [control.sample_row(item) for item in sample or []] == single.sample
 
     def test_with_dataset_fields_renames_or_says_it_cannot(self) -> None:
         control = self.control()

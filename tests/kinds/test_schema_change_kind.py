@@ -15,7 +15,6 @@ import yaml
 from reflex_actions.backtest import load_history
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import parse_control_spec
-from reflex_actions.errors import ControlSpecError
 from reflex_actions.executor import run_control
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.kinds.schema_change import SCHEMA_CHANGE
@@ -23,7 +22,7 @@ from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
-from reflex_actions.sql import SHOWN_RELATION, Relation
+from reflex_actions.sql import SHOWN_RELATION
 from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
@@ -124,13 +123,6 @@ class TestSchemaContractControl(BaseLessonKindConformance):
         control = contract({"amount": "BIGINT"})
         query = SimilarityQuery(pattern=SCHEMA_CHANGE, control=control, source_urn=ORDERS)
         return InMemoryCatalog(estate()), query
-
-    def test_a_partitioned_relation_matches_single_runs(self, tmp_path: Path) -> None:
-        """A relation over many snapshots has their union of columns, not each one's: the
-        control says it judges one snapshot at a time."""
-        relation = Relation(sql="SELECT 1 AS part", partition_column="part")
-        with pytest.raises(ControlSpecError, match="one snapshot's schema at a time"):
-            self.control().compile(relation)
 
 
 # --- exact counts on hand-built snapshots --------------------------------------------------------

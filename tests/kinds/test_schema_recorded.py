@@ -17,7 +17,7 @@ from reflex_actions.errors import SnapshotNotFoundError
 from reflex_actions.executor import run_control, run_control_on_recorded
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
-from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
+from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation, shown_sql
 from tests.conformance.control_cases import HOSTILE_NAMES
 
 #: what DataHub records of shop.orders, as a Postgres ingestion writes it
@@ -173,9 +173,10 @@ def test_hostile_recorded_names_and_types_are_bound_never_formatted() -> None:
     hostile_type = "int'); DROP TABLE t; --"
     control = contract({kept: "BIGINT", dropped: "VARCHAR"}, allow_new_columns=False)
     fields = ((kept, "int8", "number"), ('a"; DROP', hostile_type, None))
-    query = control.compile(Relation(sql=NO_ROWS, recorded=RecordedFacts(columns=fields)))
+    relation = Relation.of(NO_ROWS, recorded=RecordedFacts(columns=fields))
+    shown = shown_sql(control.compile(relation), relation)
     for text in (kept, dropped, 'a"; DROP', hostile_type):
-        assert text not in query.sql
+        assert text not in shown
     result = run_control_on_recorded(control, RecordedFacts(columns=fields), "v2")
     assert result.sample == [
         {"column": 'a"; DROP', "expected": None, "found": hostile_type.upper()},

@@ -1,0 +1,197 @@
+"""The contract every engine implements (DESIGN §8).
+
+An engine reads a target (a file, a table, a table's partition, a lakehouse table's snapshot)
+as a relation and runs a control's query trees on it, rendered in its dialect. Evaluation is
+the same for every engine: the counts first, the sample only when they fail, so a passing check
+costs what its cheapest query costs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sqlglot import exp
+
+from reflex_actions.errors import ReflexError, SnapshotUnreadableError
+from reflex_actions.sql import SNAPSHOT, CompiledQuery, Relation, column, param
+
+if TYPE_CHECKING:
+    from reflex_actions.controls import Control
+
+
+class EngineError(ReflexError):
+    """An engine that cannot be found, configured or connected to."""
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """A Parquet or CSV file: one snapshot, its id the file name without the extension."""
+
+    path: Path
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.path.stem
+
+    @property
+    def shown(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    """A table by its name in the engine's catalog (a DataHub urn's name, ``db.schema.table``),
+    or one partition of it: the rows whose ``partition_column`` holds ``partition``."""
+
+    name: str
+    partition_column: str | None = None
+    partition: str | None = None
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.partition if self.partition is not None else "live"
+
+    @property
+    def shown(self) -> str:
+        if self.partition_column is None:
+            return self.name
+        return f"{self.name} where {self.partition_column} = {self.partition}"
+
+    def parts(self) -> list[str]:
+        """The name's dotted parts (database, schema, table), each checked non-empty."""
+        parts = self.name.split(".")
+        if not 1 <= len(parts) <= 3 or any(not part.strip() or "\x00" in part for part in parts):
+            raise EngineError(
+                f"table name {self.name[:200]!r} is not [database.][schema.]table "
+                "(one to three non-empty dotted parts)"
+            )
+        return parts
+
+
+@dataclass(frozen=True)
+class IcebergTarget:
+    """An Apache Iceberg table of a pyiceberg catalog, at one snapshot (the current when None)."""
+
+    catalog: str
+    table: str
+    snapshot: int | None = None
+
+    @property
+    def snapshot_id(self) -> str:
+        return str(self.snapshot) if self.snapshot is not None else "current"
+
+    @property
+    def shown(self) -> str:
+        at = f"@{self.snapshot}" if self.snapshot is not None else ""
+        return f"iceberg:{self.catalog}/{self.table}{at}"
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """A Delta Lake table at one version (the latest when None)."""
+
+    path: str
+    version: int | None = None
+
+    @property
+    def snapshot_id(self) -> str:
+        return str(self.version) if self.version is not None else "latest"
+
+    @property
+    def shown(self) -> str:
+        at = f"@v{self.version}" if self.version is not None else ""
+        return f"delta:{self.path}{at}"
+
+
+Target = FileTarget | TableTarget | IcebergTarget | DeltaTarget
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A control's raw result on one target: counts, the raw sample rows (worst first; empty
+    when it passed) and the measures row of a control reporting one."""
+
+    rows_scanned: int
+    violation_count: int
+    sample: list[tuple[Any, ...]]
+    measures: tuple[Any, ...] | None
+
+
+def table_source(target: TableTarget, parts: Sequence[str] | None = None) -> exp.Select:
+    """``SELECT * FROM "db"."schema"."table"`` (and the partition's filter, its value bound),
+    every part quoted by the dialect it is rendered in."""
+    names = list(parts if parts is not None else target.parts())
+    table = exp.Table(this=exp.to_identifier(names[-1], quoted=True))
+    if len(names) > 1:
+        table.set("db", exp.to_identifier(names[-2], quoted=True))
+    if len(names) > 2:
+        table.set("catalog", exp.to_identifier(names[-3], quoted=True))
+    query = exp.select(exp.Star()).from_(table)
+    if target.partition_column is not None:
+        query = query.where(column(target.partition_column).eq(param("partition")))
+    return query
+
+
+class Engine(ABC):
+    """Where controls run: reads targets as relations, renders and runs query trees."""
+
+    #: the name configs and the CLI use (``duckdb``, ``postgres``, ``spark``)
+    name: ClassVar[str]
+    #: the sqlglot dialect its queries are rendered in
+    dialect: ClassVar[str]
+    #: the target types it reads
+    targets: ClassVar[tuple[type, ...]]
+
+    @abstractmethod
+    def relation(
+        self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT
+    ) -> Relation:
+        """How this engine reads ``target`` (its reader's values bound under names starting
+        with ``parameter``), with its column types in DuckDB's names; raise SchemaDriftError
+        when it lacks a ``required`` column, a SnapshotError when it cannot be read."""
+
+    @abstractmethod
+    def fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run one rendered query; raise SnapshotUnreadableError with the engine's reason."""
+
+    def worker(self) -> Engine:
+        """A handle for one of several concurrent evaluations sharing this engine's resources
+        (a cursor on one DuckDB database, a connection to one server)."""
+        return self
+
+    def close(self) -> None:  # noqa: B027 - most engines hold nothing to release
+        """Release what the engine opened."""
+
+    def supports(self, target: Target) -> bool:
+        return isinstance(target, self.targets)
+
+    def evaluate(self, control: Control, relation: Relation, sample_size: int) -> Evaluation:
+        """The control's counts on ``relation``, and its sample only when they fail."""
+        query = control.compile(relation, sample_size)
+        if isinstance(query, CompiledQuery):  # migration: a control still written as text
+            return self._evaluate_text(query)
+        rows = self.fetch(*query.render(query.counts, relation, self.dialect))
+        if len(rows) != 1:
+            raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
+        rows_scanned, violation_count, *measured = rows[0]
+        measures = tuple(measured) if measured else None
+        sample: list[tuple[Any, ...]] = []
+        if violation_count > control.allowed_violations(rows_scanned):
+            if query.sample is not None:
+                sample = self.fetch(*query.render(query.sample, relation, self.dialect))
+            elif query.sample_is_measures and measures is not None:
+                sample = [measures]
+        return Evaluation(int(rows_scanned), int(violation_count), sample, measures)
+
+    def _evaluate_text(self, query: CompiledQuery) -> Evaluation:
+        if self.dialect != "duckdb":
+            raise SnapshotUnreadableError("this control is written for DuckDB only")
+        rows_scanned, violation_count, sample, *measures = self.fetch(query.sql, query.params)[0]
+        return Evaluation(
+            rows_scanned, violation_count, [tuple(r) for r in sample or []],
+            tuple(measures[0]) if measures and measures[0] is not None else None,
+        )  # fmt: skip
