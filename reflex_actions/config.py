@@ -3,17 +3,20 @@ pydantic, read by the handlers and the action alike."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
+from reflex_actions.controls.base import validate_column_name
 from reflex_actions.lessons.llm import LlmConfig
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.times import parse_duration
 
 #: the actor GMS records for system-client and (with metadata-service auth off) tokenless writes
 DATAHUB_SYSTEM_ACTOR = "urn:li:corpuser:__datahub_system"
+ENVIRONMENT_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 class _Strict(BaseModel):
@@ -35,6 +38,14 @@ class HistoriesConfig(_Strict):
 
     root: Path | None = None
     folder: str = "{name}"
+    #: on a platform with an engine, the column whose values are a table's history points (a
+    #: load date): an ``operation`` naming a partition evaluates the rows holding that value
+    partition_column: str | None = None
+
+    @field_validator("partition_column")
+    @classmethod
+    def _a_column(cls, value: str | None) -> str | None:
+        return None if value is None else validate_column_name(value)
 
 
 class LandingConfig(_Strict):
@@ -75,6 +86,38 @@ class BacktestConfig(_Strict):
     memory_limit: str = DEFAULT_MEMORY_LIMIT
 
 
+class EngineConfig(_Strict):
+    """Where a platform's datasets are read: an engine (a name registered under
+    ``reflex_actions.engines``) and its connection, given as the names of the environment
+    variables holding each setting (``{url: REFLEX_POSTGRES_URL}``), so no secret is ever in a
+    config, a log, a lesson page or a run event. A dataset's table is its urn's name, less the
+    platform instance's prefix."""
+
+    platform: str = Field(min_length=1, max_length=100)
+    #: only the datasets of this instance (their urn names start with ``<instance>.``)
+    platform_instance: str | None = Field(default=None, min_length=1, max_length=200)
+    engine: str = Field(min_length=1, max_length=100)
+    connection: dict[str, str] = Field(default_factory=dict, max_length=16)
+
+    @field_validator("connection")
+    @classmethod
+    def _environment_variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for setting, variable in value.items():
+            if not ENVIRONMENT_VARIABLE.fullmatch(variable):
+                raise ValueError(
+                    f"connection setting {setting[:100]!r} names no environment variable: "
+                    "give the variable's name (e.g. REFLEX_POSTGRES_URL), never its value"
+                )
+        return value
+
+    def table_name(self, dataset_name: str) -> str | None:
+        """The table of a dataset of this platform (None when it is another instance's)."""
+        if self.platform_instance is None:
+            return dataset_name
+        prefix = self.platform_instance + "."
+        return dataset_name[len(prefix) :] if dataset_name.startswith(prefix) else None
+
+
 class ReflexConfig(_Strict):
     #: the catalog store (a name registered under ``reflex_actions.catalogs``); unset: ``lite``
     #: when ``store`` is set, else ``datahub`` (the server of the pipeline's `datahub:` block)
@@ -95,6 +138,18 @@ class ReflexConfig(_Strict):
     similarity: SimilarityConfig = SimilarityConfig()
     backtest: BacktestConfig = BacktestConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    #: the engines datasets are read on, by platform; a platform listed twice is matched by
+    #: its instance first. Files stay on the embedded DuckDB.
+    engines: list[EngineConfig] = Field(default_factory=list, max_length=64)
+
+    def engine_for(self, platform: str, dataset_name: str) -> tuple[EngineConfig, str] | None:
+        """The engine configured for a dataset, and its table's name there."""
+        matching = [e for e in self.engines if e.platform == platform]
+        for config in sorted(matching, key=lambda e: e.platform_instance is None):
+            table = config.table_name(dataset_name)
+            if table:
+                return config, table
+        return None
 
     def catalog_store(self) -> str:
         return self.catalog or ("lite" if self.store is not None else "datahub")

@@ -21,6 +21,10 @@ SNAPSHOT = "snapshot"
 PARENT = "parent"
 #: The dialect a control's query is shown in (lesson pages, assertion logic, `control compile`).
 SHOWN_DIALECT = "duckdb"
+#: The dialects of the engines that execute here, and those Reflex only renders (SQL
+#: generated and parsed back in tests, not executed here).
+EXECUTED_DIALECTS = ("duckdb", "postgres", "spark")
+RENDERED_DIALECTS = ("snowflake", "bigquery", "databricks", "trino", "redshift")
 
 
 def quote_identifier(name: str) -> str:
@@ -190,11 +194,15 @@ class CompiledQuery:
     params: dict[str, Any]
 
 
-def shown_sql(query: ControlQuery | CompiledQuery, relation: Relation | None = None) -> str:
+def shown_sql(
+    query: ControlQuery | CompiledQuery,
+    relation: Relation | None = None,
+    dialect: str = SHOWN_DIALECT,
+) -> str:
     """A compiled control as a steward reads it."""
     if isinstance(query, CompiledQuery):
         return query.sql
-    return query.shown(relation or SHOWN_RELATION)
+    return query.shown(relation or SHOWN_RELATION, dialect)
 
 
 def indent(sql: str, spaces: int = 4) -> str:

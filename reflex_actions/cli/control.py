@@ -9,8 +9,9 @@ import click
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
-from reflex_actions.controls import load_control_spec
+from reflex_actions.controls import Control, load_control_spec
 from reflex_actions.controls.base import MAX_COUNT
+from reflex_actions.engines.base import TableTarget, table_source
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
     DEFAULT_SAMPLE_SIZE,
@@ -20,8 +21,16 @@ from reflex_actions.executor import (
     run_control,
 )
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SHOWN_RELATION, shown_sql
+from reflex_actions.sql import (
+    EXECUTED_DIALECTS,
+    RENDERED_DIALECTS,
+    SHOWN_DIALECT,
+    SHOWN_RELATION,
+    Relation,
+    shown_sql,
+)
 from reflex_actions.times import now_ms, parse_instant
+from reflex_actions.vocabulary import display_name
 
 #: Parameters bound to files at run time, not shown as values.
 FILE_PARAMETERS = {"snapshot", REFERENCE_PARAMETER}
@@ -34,24 +43,57 @@ def control() -> None:
 
 @control.command("compile")
 @click.argument("spec", type=click.Path(path_type=Path))
+@click.option(
+    "--dialect",
+    type=click.Choice([*EXECUTED_DIALECTS, *RENDERED_DIALECTS]),
+    default=SHOWN_DIALECT,
+    show_default=True,
+    help="The SQL dialect: an engine's (duckdb, postgres, spark), or one only rendered.",
+)
+@click.option(
+    "--table",
+    help="The table the control reads (db.schema.table), for a dialect other than duckdb; "
+    "a referenced dataset's table is its urn's name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print SQL and parameters as JSON.")
 @reports_bad_input
-def compile_command(spec: Path, as_json: bool) -> None:
-    """Print the DuckDB SQL a control SPEC compiles to (parameters bound at run time)."""
+def compile_command(spec: Path, dialect: str, table: str | None, as_json: bool) -> None:
+    """Print the SQL a control SPEC compiles to: the counts, then the sample run only when
+    they fail (values are bound parameters, shown as comments)."""
     control_spec = load_control_spec(spec)
-    query = control_spec.compile(SHOWN_RELATION, sample_size=DEFAULT_SAMPLE_SIZE)
+    relation = _shown_relation(control_spec, dialect, table)
+    query = control_spec.compile(relation, sample_size=DEFAULT_SAMPLE_SIZE)
     params = {name: value for name, value in query.params.items() if name not in FILE_PARAMETERS}
-    sql = shown_sql(query)
+    sql = shown_sql(query, relation, dialect)
     if as_json:
-        print_json({"type": control_spec.type, "sql": sql, "parameters": params})
+        print_json(
+            {"type": control_spec.type, "dialect": dialect, "sql": sql, "parameters": params}
+        )
         return
     click.echo(f"-- {control_spec.type}: {control_spec.describe()}")
-    click.echo("-- $snapshot = the snapshot file (read_csv(..., all_varchar = true) for CSV)")
-    if (target := control_spec.referenced()) is not None:
-        click.echo(f"-- ${REFERENCE_PARAMETER} = the snapshot of {target.dataset}")
+    if dialect == SHOWN_DIALECT:
+        click.echo("-- $snapshot = the snapshot file (read_csv(..., all_varchar = true) for CSV)")
+        if (target := control_spec.referenced()) is not None:
+            click.echo(f"-- ${REFERENCE_PARAMETER} = the snapshot of {target.dataset}")
     for name, value in params.items():
-        click.echo(f"-- ${name} = {value!r}")
+        click.echo(f"-- {name} = {value!r}")
     click.echo(sql + ";")
+
+
+def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> Relation:
+    """What the shown SQL reads: the snapshot file in DuckDB, else the named table (and the
+    referenced dataset's table, by its urn's name)."""
+    if dialect == SHOWN_DIALECT and table is None:
+        return SHOWN_RELATION
+    if table is None:
+        raise ReflexError(f"--dialect {dialect} reads a table: give it with --table NAME")
+    target = control_spec.referenced()
+    parent = (
+        Relation(source=table_source(TableTarget(display_name(target.dataset))))
+        if target is not None
+        else None
+    )
+    return Relation(source=table_source(TableTarget(table)), reference=parent)
 
 
 @control.command("run")

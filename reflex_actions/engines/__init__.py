@@ -6,6 +6,8 @@ or the CLI names one, and an unknown or broken one is an error naming it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
@@ -37,3 +39,29 @@ def engine_class(name: str) -> type[Engine]:
     if not (isinstance(loaded, type) and issubclass(loaded, Engine)):
         raise EngineError(f"engine {name} ({points[name].value}) is not an Engine")
     return loaded
+
+
+def open_engine(
+    name: str,
+    connection: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Engine:
+    """The engine ``name`` connected by settings read from environment variables: those
+    ``connection`` names (setting -> variable), else the engine's own defaults. Only variable
+    names ever appear in errors, never their values."""
+    engine = engine_class(name)
+    variables = dict(connection) if connection is not None else dict(engine.settings_from)
+    values = os.environ if environ is None else environ
+    unknown = sorted(set(variables) - set(engine.settings_from))
+    if unknown:
+        raise EngineError(
+            f"the {name} engine has no setting {unknown[0][:100]!r}; "
+            f"its settings: {', '.join(sorted(engine.settings_from)) or 'none'}"
+        )
+    settings = {setting: values[v] for setting, v in variables.items() if values.get(v)}
+    for setting in sorted(engine.required_settings - set(settings)):
+        variable = variables.get(setting, engine.settings_from[setting])
+        raise EngineError(
+            f"the {name} engine needs its {setting}: set the environment variable {variable}"
+        )
+    return engine.from_settings(settings)

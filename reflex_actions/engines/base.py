@@ -145,6 +145,18 @@ class Engine(ABC):
     dialect: ClassVar[str]
     #: the target types it reads
     targets: ClassVar[tuple[type, ...]]
+    #: its connection settings -> the environment variables they are read from by default
+    #: (the CLI's; an action config names its own), and those it cannot connect without
+    settings_from: ClassVar[dict[str, str]] = {}
+    required_settings: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> Engine:
+        """The engine connected by its settings (values read from environment variables)."""
+        if settings:
+            raise EngineError(f"the {cls.name} engine takes no connection settings")
+        return cls()
+
 
     @abstractmethod
     def relation(

@@ -17,6 +17,8 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.backtest.history import History, HistoryError, load_history
 from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.config import ReflexConfig
+from reflex_actions.engines import open_engine
+from reflex_actions.engines.base import Engine, TableTarget
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.directives import Outbox, apply
 from reflex_actions.handlers.lesson_store import load_lesson
@@ -37,6 +39,9 @@ class HandlerContext:
     refusals: list[str] = field(default_factory=list)
     #: what the current event's decision will write (applied once the handler returns)
     out: Outbox = field(default_factory=Outbox)
+    #: the engines opened for the platforms configured under ``engines`` (by their index
+    #: there), kept open for the action's lifetime
+    engines: dict[int, Engine] = field(default_factory=dict, repr=False)
 
     @cached_property
     def proposer(self) -> Proposer:
@@ -61,6 +66,22 @@ class HandlerContext:
             logger.warning("no history for %s: its name leads outside %s", dataset_urn, root)
             return None
         return folder
+
+    def table_of(
+        self, dataset_urn: str, partition: str | None = None
+    ) -> tuple[Engine, TableTarget] | None:
+        """Where the dataset's rows are read when its platform has an engine: its table (the
+        urn's name), or the partition holding ``partition`` when ``histories.partition_column``
+        names the column; None without an engine. Raise EngineError when it cannot connect."""
+        found = self.config.engine_for(dataset_platform(dataset_urn), display_name(dataset_urn))
+        if found is None:
+            return None
+        config, table = found
+        index = self.config.engines.index(config)
+        if index not in self.engines:
+            self.engines[index] = open_engine(config.engine, config.connection or None)
+        column = self.config.histories.partition_column if partition is not None else None
+        return self.engines[index], TableTarget(table, column, partition if column else None)
 
     def history_for(self, dataset_urn: str) -> History | None:
         """The dataset's snapshot history, if the configured histories root has one; it is

@@ -8,7 +8,6 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
@@ -25,6 +24,7 @@ from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
+from reflex_actions.engines.base import Engine, EngineError, FileTarget, Target
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, run_control, run_control_on_recorded
 from reflex_actions.handlers.assertions import (
@@ -209,7 +209,8 @@ def judge_recorded(
 
 
 def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
-    """Data landed: run the controls that read it on the landed snapshot."""
+    """Data landed: run the controls that read it where it landed: the snapshot file the
+    operation names, else, on a platform with an engine, the table (or the partition named)."""
     covered = [
         c
         for c in covered_controls(change.urn, ctx, change.time_ms, Trigger.LANDED_DATA)
@@ -221,25 +222,26 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     dataset = ctx.catalog.dataset(change.urn)
     if operation is None or dataset is None:
         return
-    if names_no_data(operation):
-        logger.debug("operation on %s names no snapshot or partition: nothing to check", change.urn)
-        return
-    path: Path | None = None
+    landed: tuple[Engine | None, Target] | None = None
     refused: str | None = None
+    snapshot_id = f"refused-{operation.timestampMillis}"
     try:
-        path, snapshot_id = locate_snapshot(
-            operation, dataset.name, dataset.platform, ctx.config.landing
+        landed, snapshot_id = landed_data(
+            operation, change.urn, dataset.name, dataset.platform, ctx
         )
-    except SnapshotRefused as refusal:
+    except (SnapshotRefused, EngineError) as refusal:
         logger.warning("not running controls on %s: %s", change.urn, refusal)
-        snapshot_id, refused = f"refused-{operation.timestampMillis}", str(refusal)
+        refused = str(refusal)
+    if landed is None and refused is None:
+        logger.debug("operation on %s names no snapshot and its platform has no engine", change.urn)
+        return
     for item in covered:
         if ran_since(item.last_run, operation.timestampMillis):
             continue
         result, error = None, refused
-        if path is not None:
-            result, error = run_on_snapshot(
-                item, change.urn, path, snapshot_id, ctx, as_of_ms=operation.timestampMillis
+        if landed is not None:
+            result, error = run_on_target(
+                item, change.urn, landed, snapshot_id, ctx, as_of_ms=operation.timestampMillis
             )
         record_run(
             item,
@@ -252,26 +254,66 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
         )
 
 
-def run_on_snapshot(
+def landed_data(
+    operation: OperationClass, urn: str, name: str, platform: str, ctx: HandlerContext
+) -> tuple[tuple[Engine | None, Target] | None, str]:
+    """Where the operation's data is (an engine, None for the embedded DuckDB on files, and
+    the target) and the run's id; None when there is nothing Reflex can read."""
+    properties = operation.customProperties or {}
+    partition = operation.partitionSpec.partition if operation.partitionSpec else DEFAULT_PARTITION
+    names_file = properties.get("snapshot") or properties.get("snapshot_id")
+    if not names_file:
+        on_table = ctx.table_of(urn, None if partition == DEFAULT_PARTITION else partition)
+        if on_table is not None:
+            engine, table = on_table
+            run_id = table.partition or f"live-{iso(operation.timestampMillis)}"
+            return (engine, table), run_id
+        if names_no_data(operation):
+            return None, ""
+    path, snapshot_id = locate_snapshot(operation, name, platform, ctx.config.landing)
+    return (None, FileTarget(path)), snapshot_id
+
+
+def run_on_target(
     covered: CoveredControl,
     dataset_urn: str,
-    path: Path,
+    landed: tuple[Engine | None, Target],
     snapshot_id: str,
     ctx: HandlerContext,
     *,
     as_of_ms: int,
 ) -> tuple[ControlResult | None, str | None]:
-    """The control run on a landed snapshot (against its parent's, and its earlier counts),
-    or why it could not be: a corrupt or drifted snapshot is an ERROR run, never incident B."""
+    """The control run on landed data (against its parent's snapshot, and its earlier
+    counts), or why it could not be: a corrupt or drifted snapshot is an ERROR run, never
+    incident B."""
+    engine, target = landed
     try:
-        parent = parent_snapshot(covered.control, snapshot_id, ctx.config.landing, ctx.history_for)
+        parent = (
+            parent_snapshot(covered.control, snapshot_id, ctx.config.landing, ctx.history_for)
+            if isinstance(target, FileTarget)
+            else _parent_table(covered.control, target, ctx)
+        )
         earlier = _earlier_counts(covered, dataset_urn, ctx)
         result = run_control(
-            covered.control, path, reference=parent, earlier_counts=earlier, as_of_ms=as_of_ms
+            covered.control,
+            target,
+            engine=engine,
+            reference=parent,
+            earlier_counts=earlier,
+            as_of_ms=as_of_ms,
         )
     except ReflexError as failure:
         return None, str(failure)
     return result, None
+
+
+def _parent_table(control: Control, target: Target, ctx: HandlerContext) -> None:
+    """A table's parent, for a control checked against another dataset: not yet read on a
+    table engine."""
+    if control.referenced() is not None:
+        raise SnapshotRefused(
+            f"{control.type} on {target.shown}: the referenced dataset's table is not read yet"
+        )
 
 
 @dataclass(frozen=True)

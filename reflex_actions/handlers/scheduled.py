@@ -26,19 +26,21 @@ from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import DatasetProfileClass, OperationClass
 
 from reflex_actions.catalog.base import CatalogError
+from reflex_actions.engines.base import EngineError
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult
 from reflex_actions.handlers.assertions import ran_since
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
-from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot
+from reflex_actions.handlers.landing import SnapshotRefused
 from reflex_actions.handlers.run_controls import (
     CoveredControl,
     covered_control,
     judge_fact,
     judge_recorded,
+    landed_data,
     profile_fact,
     record_run,
-    run_on_snapshot,
+    run_on_target,
 )
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
@@ -164,14 +166,19 @@ def _on_latest_snapshot(
     ctx: HandlerContext,
     now_ms: int,
 ) -> tuple[ControlResult | None, str | None]:
-    """The control on the snapshot the dataset's latest operation names, as of the tick."""
+    """The control, as of the tick, on the data the dataset's latest operation names, or on
+    its live table when its platform has an engine."""
     dataset = ctx.catalog.dataset(dataset_urn)
-    if operation is None or dataset is None:
-        return None, f"DataHub records no landed snapshot of {dataset_urn} (no operation)"
     try:
-        path, snapshot_id = locate_snapshot(
-            operation, dataset.name, dataset.platform, ctx.config.landing
-        )
-    except SnapshotRefused as refusal:
+        if dataset is not None and operation is not None:
+            landed, snapshot_id = landed_data(
+                operation, dataset_urn, dataset.name, dataset.platform, ctx
+            )
+        else:
+            table = ctx.table_of(dataset_urn)
+            landed, snapshot_id = (table, f"live-{iso(now_ms)}") if table else (None, "")
+    except (SnapshotRefused, EngineError) as refusal:
         return None, str(refusal)
-    return run_on_snapshot(covered, dataset_urn, path, snapshot_id, ctx, as_of_ms=now_ms)
+    if landed is None:
+        return None, f"DataHub records no landed snapshot of {dataset_urn} (no operation)"
+    return run_on_target(covered, dataset_urn, landed, snapshot_id, ctx, as_of_ms=now_ms)
