@@ -1,0 +1,196 @@
+"""The postgres engine on a real server (started once per run on loopback, see postgres_server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+
+import psycopg
+import pytest
+
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.engines import engine_class
+from reflex_actions.engines.base import EngineError, TableTarget
+from reflex_actions.engines.postgres import PostgresEngine, duckdb_type, positional
+from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
+from reflex_actions.executor import run_control
+from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
+
+__all__ = ["postgres_server"]  # the session fixture, used by name below
+
+UNIQUE_ID = parse_control_spec({"type": "uniqueness", "field": "transaction_id"})
+
+#: two days of payments: day one repeats t1 twice more, day two repeats t2 once more
+PAYMENTS = [
+    {"transaction_id": "t1", "day": date(2026, 9, 1), "batch": 1},
+    {"transaction_id": "t1", "day": date(2026, 9, 1), "batch": 1},
+    {"transaction_id": "t1", "day": date(2026, 9, 1), "batch": 1},
+    {"transaction_id": "t3", "day": date(2026, 9, 1), "batch": 1},
+    {"transaction_id": "t2", "day": date(2026, 9, 2), "batch": 2},
+    {"transaction_id": "t2", "day": date(2026, 9, 2), "batch": 2},
+    {"transaction_id": "t4", "day": date(2026, 9, 2), "batch": 2},
+]
+
+
+@pytest.fixture
+def engine(postgres_server: PostgresServer) -> Iterator[PostgresEngine]:
+    engine = PostgresEngine(postgres_server.url())
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def payments(postgres_server: PostgresServer) -> str:
+    create_table(postgres_server, ("finance", "payments"), PAYMENTS)
+    return "finance.payments"
+
+
+def test_the_registry_names_the_postgres_engine() -> None:
+    assert engine_class("postgres") is PostgresEngine
+
+
+def test_judges_a_table_and_each_partition_of_it(engine: PostgresEngine, payments: str) -> None:
+    whole = run_control(UNIQUE_ID, TableTarget(payments), engine=engine)
+    assert (whole.passed, whole.rows_scanned, whole.violation_count) == (False, 7, 3)
+    assert whole.sample[0] == {"key": {"transaction_id": "t1"}, "occurrences": 3}
+    assert whole.snapshot == payments and whole.snapshot_id == "live"
+    # a date partition and an integer one, each given as text as an operation names it
+    day_two = run_control(UNIQUE_ID, TableTarget(payments, "day", "2026-09-02"), engine=engine)
+    assert (day_two.rows_scanned, day_two.violation_count, day_two.snapshot_id) == (
+        3,
+        1,
+        "2026-09-02",
+    )
+    assert day_two.sample == [{"key": {"transaction_id": "t2"}, "occurrences": 2}]
+    batch_one = run_control(UNIQUE_ID, TableTarget(payments, "batch", "1"), engine=engine)
+    assert (batch_one.rows_scanned, batch_one.violation_count) == (4, 2)
+
+
+def test_one_two_and_three_part_names_read_the_same_table(
+    engine: PostgresEngine, postgres_server: PostgresServer
+) -> None:
+    create_table(postgres_server, ("public", "plain_orders"), PAYMENTS[:3])
+    for name in (
+        "plain_orders",
+        "public.plain_orders",
+        f"{postgres_server.database}.public.plain_orders",
+    ):
+        assert run_control(UNIQUE_ID, TableTarget(name), engine=engine).violation_count == 2, name
+    with pytest.raises(SnapshotUnreadableError, match=r"is in database 'warehouse'.*connect to"):
+        engine.relation(TableTarget("warehouse.public.plain_orders"))
+
+
+def test_column_types_are_given_in_duckdb_names(
+    engine: PostgresEngine, postgres_server: PostgresServer
+) -> None:
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(
+            "DROP TABLE IF EXISTS typed; CREATE TABLE typed (a integer, b bigint, c text, "
+            "d varchar(64), e numeric(10,2), f double precision, g real, h boolean, i date, "
+            "j timestamp, k timestamptz, l numeric, m integer[], n character(3))"
+        )
+    types = engine.relation(TableTarget("public.typed")).types
+    assert dict(types) == {
+        "a": "INTEGER", "b": "BIGINT", "c": "VARCHAR", "d": "VARCHAR", "e": "DECIMAL(10,2)",
+        "f": "DOUBLE", "g": "FLOAT", "h": "BOOLEAN", "i": "DATE", "j": "TIMESTAMP",
+        "k": "TIMESTAMP WITH TIME ZONE", "l": "DECIMAL", "m": "INTEGER[]", "n": "VARCHAR",
+    }  # fmt: skip
+    assert duckdb_type("mood") == "MOOD"  # a user-defined type keeps its name
+
+
+def test_a_missing_table_and_a_missing_column_are_clear_errors(
+    engine: PostgresEngine, payments: str, postgres_server: PostgresServer
+) -> None:
+    with pytest.raises(SnapshotNotFoundError, match=r"table not found: 'finance\.absent'"):
+        run_control(UNIQUE_ID, TableTarget("finance.absent"), engine=engine)
+    with pytest.raises(SnapshotNotFoundError, match="table not found"):
+        run_control(UNIQUE_ID, TableTarget("no_such_schema.payments"), engine=engine)
+    renamed = parse_control_spec({"type": "uniqueness", "field": "txn_id"})
+    with pytest.raises(SchemaDriftError) as drifted:
+        run_control(renamed, TableTarget(payments), engine=engine)
+    assert drifted.value.missing == ["txn_id"]
+    assert drifted.value.available == ["transaction_id", "day", "batch"]
+    with pytest.raises(SchemaDriftError) as no_partition:
+        engine.relation(TableTarget(payments, "load_date", "2026-09-01"))
+    assert no_partition.value.missing == ["load_date"]
+    with pytest.raises(SnapshotUnreadableError, match="invalid input syntax for type date") as bad:
+        run_control(UNIQUE_ID, TableTarget(payments, "day", "yesterday'--"), engine=engine)
+    assert postgres_server.password not in str(bad.value)
+
+
+def test_an_unreachable_server_and_a_wrong_password_never_show_the_password(
+    postgres_server: PostgresServer,
+) -> None:
+    closed = PostgresServer(**{**postgres_server.__dict__, "port": _closed_port()})
+    with pytest.raises(EngineError) as unreachable:
+        PostgresEngine(closed.url())
+    message = str(unreachable.value)
+    assert f"reflex@127.0.0.1:{closed.port}/reflex" in message and "refused" in message
+    assert postgres_server.password not in message
+    wrong = "not-the-password-" + postgres_server.password[:6]
+    with pytest.raises(EngineError, match="password authentication failed") as refused:
+        PostgresEngine(postgres_server.url(password=wrong))
+    assert wrong not in str(refused.value)
+    with pytest.raises(EngineError, match="malformed") as malformed:
+        PostgresEngine(f"host=127.0.0.1 password={postgres_server.password} port")
+    assert postgres_server.password not in str(malformed.value)
+
+
+def test_hostile_table_and_column_names_are_quoted(
+    engine: PostgresEngine, postgres_server: PostgresServer
+) -> None:
+    schema, table, key = (
+        'we"ird; DROP SCHEMA public --',
+        "x'); DELETE FROM y; --",
+        'k%(snapshot)s "%',
+    )
+    rows = [{key: "a"}, {key: "a"}, {key: "b"}]
+    create_table(postgres_server, (schema, table), rows)
+    create_table(postgres_server, ("public", "y"), [{"kept": 1}])
+    control = parse_control_spec({"type": "uniqueness", "field": key})
+    result = run_control(control, TableTarget(f"{schema}.{table}", key, "a"), engine=engine)
+    assert (result.rows_scanned, result.violation_count) == (2, 1)
+    assert result.sample == [{"key": {key: "a"}, "occurrences": 2}]
+    assert engine.fetch("SELECT count(*) FROM public.y", {}) == [(1,)]
+
+
+def test_markers_in_quotes_and_modulo_are_left_as_written() -> None:
+    text, values = positional(
+        "SELECT \"a%(x)s\", '%(x)s', 7 % 2 FROM t WHERE c = %(x)s OR d = %(y)s OR e = %(x)s",
+        {"x": 1, "y": 2, "unused": 3},
+    )
+    assert text == "SELECT \"a%(x)s\", '%(x)s', 7 % 2 FROM t WHERE c = $1 OR d = $2 OR e = $1"
+    assert values == [1, 2]
+
+
+def test_the_connection_is_read_only_with_a_statement_timeout(
+    postgres_server: PostgresServer, payments: str
+) -> None:
+    engine = PostgresEngine(postgres_server.url(), statement_timeout_s=0.2)
+    try:
+        with pytest.raises(SnapshotUnreadableError, match="read-only transaction"):
+            engine.fetch("DELETE FROM finance.payments", {})
+        with pytest.raises(SnapshotUnreadableError, match="statement timeout"):
+            engine.fetch("SELECT pg_sleep(5)", {})
+        assert engine.fetch("SELECT count(*) FROM finance.payments", {}) == [(len(PAYMENTS),)]
+    finally:
+        engine.close()
+
+
+def test_a_worker_has_its_own_connection(engine: PostgresEngine) -> None:
+    worker = engine.worker()
+    try:
+        backend = "SELECT pg_backend_pid()"
+        assert worker.fetch(backend, {}) != engine.fetch(backend, {})
+        assert worker.fetch("SHOW default_transaction_read_only", {}) == [("on",)]
+    finally:
+        worker.close()
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
