@@ -134,6 +134,8 @@ class PostgresEngine(Engine):
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
     targets: ClassVar[tuple[type, ...]] = (TableTarget,)
+    settings_from: ClassVar[dict[str, str]] = {"url": "REFLEX_POSTGRES_URL"}
+    required_settings: ClassVar[frozenset[str]] = frozenset({"url"})
 
     def __init__(
         self, conninfo: str, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S
@@ -156,6 +158,11 @@ class PostgresEngine(Engine):
             raise EngineError(
                 f"cannot connect to PostgreSQL {self.where}: {self._reason(error)}"
             ) from None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> PostgresEngine:
+        """Connected to the server the ``url`` setting names (a URL or ``key=value`` pairs)."""
+        return cls(settings["url"])
 
     def relation(
         self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from reflex_actions.controls import parse_control_spec
-from reflex_actions.engines import engine_class
+from reflex_actions.engines import engine_class, open_engine
 from reflex_actions.engines.base import EngineError, TableTarget
 from reflex_actions.engines.postgres import PostgresEngine, duckdb_type, positional
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
@@ -45,8 +45,21 @@ def payments(postgres_server: PostgresServer) -> str:
     return "finance.payments"
 
 
-def test_the_registry_names_the_postgres_engine() -> None:
+def test_the_registry_opens_it_from_the_url_variable_never_showing_its_value(
+    postgres_server: PostgresServer,
+) -> None:
     assert engine_class("postgres") is PostgresEngine
+    opened = open_engine("postgres", environ={"REFLEX_POSTGRES_URL": postgres_server.url()})
+    try:
+        assert isinstance(opened, PostgresEngine) and opened.database == postgres_server.database
+    finally:
+        opened.close()
+    with pytest.raises(EngineError, match="set the environment variable REFLEX_POSTGRES_URL"):
+        open_engine("postgres", environ={})
+    wrong = postgres_server.url(password="wrong-secret-value")
+    with pytest.raises(EngineError) as refused:
+        open_engine("postgres", {"url": "WAREHOUSE_URL"}, environ={"WAREHOUSE_URL": wrong})
+    assert "wrong-secret-value" not in str(refused.value)
 
 
 def test_judges_a_table_and_each_partition_of_it(engine: PostgresEngine, payments: str) -> None:
