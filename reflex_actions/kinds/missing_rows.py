@@ -20,6 +20,7 @@ import statistics
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
+from sqlglot import exp
 
 from reflex_actions.backtest.history import (
     History,
@@ -34,7 +35,7 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.sql import CompiledQuery, Relation, indent
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, param
 from reflex_actions.vocabulary import display_name
 
 MISSING_ROWS = "missing_rows"
@@ -55,6 +56,10 @@ class VolumeControl(Control):
     window: int = count_field(default=7, ge=1, le=MAX_WINDOW)
 
     violation_unit: ClassVar[str] = "rows short of (or beyond) the bounds"
+    #: the judgement a run reports, pass or fail, in the order the counts row carries it
+    _measures: ClassVar[tuple[str, ...]] = (
+        "row_count", "baseline_median", "lower_bound", "upper_bound", "rule",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _a_bound_in_order(self) -> VolumeControl:
@@ -95,58 +100,51 @@ class VolumeControl(Control):
             rule = "absolute bounds only: no earlier counts to judge the drop against"
         return lower, self.max_rows, median, rule
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """One count (the snapshot's, or the one its profile records); the bounds are computed
-        from the spec and the earlier counts, and bound.
-        A failing run's sample is the judgement: the count, the earlier counts' median, the
-        bounds and the rule that set them."""
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """One count (the snapshot's, or the one its profile records, bound: no data read);
+        the bounds are computed from the spec and the earlier counts, and bound. The counts
+        row carries the judgement as its measures (the count, the earlier counts' median, the
+        bounds and the rule that set them): a failing run's sample."""
         lower, upper, median, rule = self.bounds(relation.earlier_counts)
-        partition = relation.partition_select()
-        counted = f"SELECT {partition}count(*)::BIGINT AS row_count\n    FROM snapshot"
+        params: dict[str, Any] = {
+            "lower_bound": lower,
+            "upper_bound": upper,
+            "baseline_median": median,
+            "rule": rule,
+        }
         if relation.recorded is not None:  # the profile's count: no data read
             if relation.recorded.row_count is None:
                 raise SnapshotNotFoundError(
                     "DataHub records no row count (datasetProfile.rowCount) for this dataset"
                 )
-            counted = "SELECT $recorded_row_count::BIGINT AS row_count"
-        sql = f"""WITH snapshot AS (
-{indent(relation.sql)}
-),
-counted AS (
-    {counted}{relation.partition_suffix()}
-)
-SELECT
-    {partition}row_count AS rows_scanned,
-    violations AS violation_count,
-    CASE WHEN violations > 0 THEN [judgement] ELSE [] END AS sample,
-    judgement AS measures
-FROM (
-    SELECT *,
-        (greatest(coalesce($lower_bound, 0) - row_count, 0)
-            + greatest(row_count - coalesce($upper_bound, row_count), 0))::BIGINT AS violations,
-        row(row_count, $baseline_median, $lower_bound, $upper_bound, $rule) AS judgement
-    FROM counted
-)"""
-        params = {
-            **relation.params,
-            "lower_bound": lower,
-            "upper_bound": upper,
-            "baseline_median": median,
-            "rule": rule,
-        }
-        if relation.recorded is not None:
             params["recorded_row_count"] = relation.recorded.row_count
-        return CompiledQuery(sql=sql, params=params)
+            row_count: exp.Expression = param("recorded_row_count")
+        else:
+            row_count = exp.func("count", exp.Star())
+        counted = exp.select(
+            exp.cast(row_count, "BIGINT").as_("row_count"),
+            exp.cast(param("baseline_median"), "DOUBLE").as_("baseline_median"),
+            exp.cast(param("lower_bound"), "BIGINT").as_("lower_bound"),
+            exp.cast(param("upper_bound"), "BIGINT").as_("upper_bound"),
+            exp.cast(param("rule"), "VARCHAR").as_("rule"),
+        )
+        if relation.recorded is None:
+            counted = counted.from_(SNAPSHOT)
+        count, lower_bound, upper_bound = (
+            exp.column(name) for name in ("row_count", "lower_bound", "upper_bound")
+        )
+        # a NULL bound compares to nothing: no row is short of (or beyond) it
+        short = exp.Case().when(count < lower_bound, lower_bound - count).else_("0")
+        beyond = exp.Case().when(count > upper_bound, count - upper_bound).else_("0")
+        counts = exp.select(
+            count.as_("rows_scanned"),
+            (short + beyond).as_("violation_count"),
+            *(exp.column(name) for name in self._measures),
+        ).from_(counted.subquery("counted"))
+        return ControlQuery(counts=counts, params=params, sample_is_measures=True)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
-        row_count, median, lower, upper, rule = row
-        return {
-            "row_count": row_count,
-            "baseline_median": median,
-            "lower_bound": lower,
-            "upper_bound": upper,
-            "rule": rule,
-        }
+        return dict(zip(self._measures, row, strict=True))
 
     def describe(self) -> str:
         parts = []
