@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
+from sqlglot import exp
 
 from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
@@ -37,7 +38,7 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
-from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.sql import PARENT, SNAPSHOT, ControlQuery, Relation, column
 from reflex_actions.vocabulary import display_name
 
 ORPHANED_REFERENCES = "orphaned_references"
@@ -72,48 +73,53 @@ class ReferentialIntegrityControl(Control):
     def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """The child's non-NULL values absent from the parent's (a NULL equals nothing, so it
-        never matches); one snapshot at a time, as each child snapshot has its own parent
-        snapshot. Values of one type are anti-joined natively; otherwise the parent's values
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """The child's non-NULL values with no equal among the parent's values (a NULL equals
+        nothing, so it never matches); one snapshot at a time, as each child snapshot has its
+        own parent snapshot. Values of one type compare natively; otherwise the parent's values
         are read in the child's type where that has one text form (so the comparison is the
-        text comparison, without casting every child row), else both compare as text."""
+        text comparison, without casting every child row), else both compare as text.
+
+        Each table is read once per query: the counts left-join the child's rows to the
+        parent's distinct values (an anti join's result, with the rows counted on the way), and
+        the sample, run only when there are orphans, groups the orphans, most rows first."""
         parent = relation.reference
-        if parent is None or relation.partition_column:
+        if parent is None:
             raise ControlSpecError(
                 f"{self.type} is evaluated on one snapshot against its parent's snapshot; "
                 "none was given"
             )
-        child_column = "child." + quote_identifier(self.field)
-        parent_column = "parent." + quote_identifier(self.references.field)
-        child_type = relation.types.get(self.field)
-        parent_type = parent.types.get(self.references.field)
-        if child_type is not None and child_type == parent_type:
-            absent = f"ANTI JOIN parent ON {child_column} = {parent_column}"
-            value, condition = child_column, f"{child_column} IS NOT NULL"
-        else:
-            value, parent_values = _compared_values(child_column, parent_column, child_type)
-            absent = ""
-            condition = f"{child_column} IS NOT NULL\n        AND {value} NOT IN ({parent_values})"
-        sql = f"""WITH snapshot AS NOT MATERIALIZED (
-{indent(relation.sql)}
-),
-parent AS NOT MATERIALIZED (
-{indent(parent.sql)}
-),
-orphans AS (
-    SELECT CAST({value} AS VARCHAR) AS value, count(*) AS occurrences
-    FROM snapshot AS child{(chr(10) + "    " + absent) if absent else ""}
-    WHERE {condition}
-    GROUP BY ALL
-)
-SELECT
-    (SELECT count(*) FROM snapshot)::BIGINT AS rows_scanned,
-    (SELECT coalesce(sum(occurrences), 0) FROM orphans)::BIGINT AS violation_count,
-    (SELECT (list(row(value, occurrences) ORDER BY occurrences DESC, value))[1:$sample_size]
-        FROM orphans) AS sample"""
-        params = {**relation.params, **parent.params, "sample_size": sample_size}
-        return CompiledQuery(sql=sql, params=params)
+        child = _of(CHILD, self.field)
+        value, parent_values = _compared_values(
+            child,
+            _of(PARENT, self.references.field),
+            relation.types.get(self.field),
+            parent.types.get(self.references.field),
+        )
+        matched = exp.column(MATCHED, table=PARENT_VALUES)
+        rows = (
+            exp.select()
+            .from_(exp.to_table(SNAPSHOT).as_(CHILD))
+            .join(PARENT_VALUES, on=matched.eq(value), join_type="left")
+            .with_(PARENT_VALUES, as_=parent_values.distinct())
+        )
+        orphan = exp.and_(child.is_(exp.null()).not_(), matched.is_(exp.null()))
+        counts = rows.select(
+            exp.func("count", exp.Star()).as_("rows_scanned"),
+            exp.func("count", exp.case().when(orphan, exp.Literal.number(1))).as_(
+                "violation_count"
+            ),
+        )
+        missing = _as_text(child)
+        occurrences = exp.func("count", exp.Star())
+        sample = (
+            rows.select(missing.as_(MISSING), occurrences.as_("occurrences"))
+            .where(orphan.copy())
+            .group_by(missing.copy())
+            .order_by(exp.Ordered(this=exp.column("occurrences"), desc=True), exp.column(MISSING))
+            .limit(sample_size)
+        )
+        return ControlQuery(counts=counts, sample=sample)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         value, occurrences = row
@@ -128,21 +134,43 @@ SELECT
 
 #: DuckDB types whose values have exactly one text form: a parent's text value that reads as
 #: one of them and prints back the same is the same value as that text, so the comparison can
-#: run in the child's type. Only these names are ever written into SQL.
+#: run in the child's type. Only these names are ever built into a query's types.
 ONE_TEXT_FORM = re.compile(
     r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|"
     r"DECIMAL\(\d{1,2},\d{1,2}\)|DATE|TIMESTAMP|UUID|BOOLEAN)"
 )
+#: The names the query gives the child's rows, the parent's distinct values, and its columns.
+CHILD, PARENT_VALUES, MATCHED, MISSING = "child", "parent_values", "parent_value", "missing_value"
 
 
-def _compared_values(child: str, parent: str, child_type: str | None) -> tuple[str, str]:
-    """For columns of different types: the child's value as compared, and the subquery of the
-    parent's values it must be among (no NULLs in it, so NOT IN is exact)."""
-    as_text = f"CAST({parent} AS VARCHAR)"
+def _of(table: str, name: str) -> exp.Column:
+    """A field (a quoted identifier) of one of the query's tables (named as the dialect
+    writes an unquoted name, like the tables themselves)."""
+    field = column(name)
+    field.set("table", exp.to_identifier(table))
+    return field
+
+
+def _as_text(value: exp.Expression) -> exp.Cast:
+    return exp.Cast(this=value.copy(), to=exp.DataType.build("TEXT"))
+
+
+def _compared_values(
+    child: exp.Column, parent: exp.Column, child_type: str | None, parent_type: str | None
+) -> tuple[exp.Expression, exp.Select]:
+    """The child's value as compared, and the query of the parent's values it is compared
+    with (as ``value``). One type: both as they are. A child type of one text form: the
+    parent's text read safely in it, kept where it prints back as that text. Otherwise both
+    as text."""
+    if child_type is not None and child_type == parent_type:
+        return child, exp.select(parent.as_(MATCHED)).from_(PARENT)
     if child_type is not None and ONE_TEXT_FORM.fullmatch(child_type):
-        typed = f"TRY_CAST({as_text} AS {child_type})"
-        return child, f"SELECT {typed} FROM parent WHERE CAST({typed} AS VARCHAR) = {as_text}"
-    return f"CAST({child} AS VARCHAR)", f"SELECT {as_text} FROM parent WHERE {parent} IS NOT NULL"
+        typed = exp.TryCast(
+            this=_as_text(parent), to=exp.DataType.build(child_type, dialect="duckdb"), safe=True
+        )
+        prints_back = _as_text(typed).eq(_as_text(parent))
+        return child, exp.select(typed.copy().as_(MATCHED)).from_(PARENT).where(prints_back)
+    return _as_text(child), exp.select(_as_text(parent).as_(MATCHED)).from_(PARENT)
 
 
 # --- evidence ------------------------------------------------------------------------------------

@@ -36,6 +36,13 @@ from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
+from tests.conformance.dialect_rendering import (
+    RENDERED_DIALECTS,
+    RecordingEngine,
+    check_every_dialect,
+    rendered,
+    table_relation,
+)
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
@@ -710,3 +717,66 @@ def test_a_typed_child_against_a_text_parent_compares_as_text(
     result = run_control(parse_control_spec(spec()), child_path, reference=reference)
     assert sorted(row["missing_parent_value"] for row in result.sample) == orphans
     assert result.violation_count == len(orphans)
+
+
+# --- one tree, every dialect ---------------------------------------------------------------------
+HOSTILE_CHILD, HOSTILE_PARENT = 'order"id; DROP TABLE t; --', "select"
+
+
+def hostile_control() -> Any:
+    return parse_control_spec(spec(HOSTILE_CHILD, ORDERS, HOSTILE_PARENT))
+
+
+@pytest.mark.parametrize(
+    ("child_type", "parent_type", "dialects"),
+    [
+        ("BIGINT", "BIGINT", RENDERED_DIALECTS),  # compared natively
+        ("DATE", "VARCHAR", [d for d in RENDERED_DIALECTS if d != "postgres"]),  # PG: no TRY_CAST
+        ("DOUBLE", "BIGINT", RENDERED_DIALECTS),  # by text
+        (None, None, RENDERED_DIALECTS),  # types unknown: by text
+    ],
+)
+def test_counts_and_sample_render_in_every_dialect(
+    child_type: str | None, parent_type: str | None, dialects: list[str]
+) -> None:
+    """The same tree renders, parses back, quotes both fields the dialect's way and binds the
+    partition's value, whichever comparison the types call for."""
+    relation = table_relation(
+        {HOSTILE_CHILD: child_type} if child_type else {},
+        {HOSTILE_PARENT: parent_type} if parent_type else {},
+    )
+    texts = check_every_dialect(
+        hostile_control(), relation, [HOSTILE_CHILD, HOSTILE_PARENT], ["2026-01-01"], dialects
+    )
+    for dialect, (counts, sample) in texts.items():
+        safe_cast = "SAFE_CAST(" if dialect == "bigquery" else "TRY_CAST("
+        assert (safe_cast in counts) == (child_type == "DATE"), (dialect, counts)
+        assert "LIMIT 5" in sample and "ANTI" not in counts + sample, (dialect, sample)
+
+
+def test_a_typed_parent_text_is_cast_safely_and_checked_to_round_trip() -> None:
+    """A date child against a text parent reads the parent's text as a DATE, where that text
+    prints back as itself; a native pair compares the columns as they are."""
+    typed = table_relation({HOSTILE_CHILD: "DATE"}, {HOSTILE_PARENT: "VARCHAR"})
+    counts = rendered(hostile_control(), typed, "duckdb")[0][0]
+    assert 'TRY_CAST(CAST(parent."select" AS TEXT) AS DATE)' in counts
+    assert 'CAST(TRY_CAST(CAST(parent."select" AS TEXT) AS DATE) AS TEXT) = CAST(' in counts
+    native = table_relation({HOSTILE_CHILD: "BIGINT"}, {HOSTILE_PARENT: "BIGINT"})
+    assert "CAST(" not in rendered(hostile_control(), native, "duckdb")[0][0]
+
+
+@pytest.mark.parametrize("suffixes", [("parquet", "parquet"), ("parquet", "csv")])
+def test_a_passing_check_fetches_only_its_counts(tmp_path: Path, suffixes: tuple[str, str]) -> None:
+    """The sample of missing parents is built only when there are orphans."""
+    parent = write_snapshot(tmp_path / f"parent.{suffixes[1]}", [{"order_id": v} for v in (1, 2)])
+    reference = ReferenceSnapshot(SnapshotFile.from_path(parent), "given")
+    for rows, fetches in (((1, 2, None), 1), ((1, 3, 3, 4), 2)):
+        child = write_snapshot(tmp_path / f"child.{suffixes[0]}", [{"order_id": v} for v in rows])
+        engine = RecordingEngine()
+        result = run_control(parse_control_spec(spec()), child, engine=engine, reference=reference)
+        assert len(engine.fetched) == fetches, engine.fetched
+        assert result.passed == (fetches == 1)
+    assert result.sample == [
+        {"missing_parent_value": "3", "occurrences": 2},
+        {"missing_parent_value": "4", "occurrences": 1},
+    ]
