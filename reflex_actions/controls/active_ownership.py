@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlglot import exp
 
 from reflex_actions.controls.base import (
     MAX_COLUMN_NAME_CHARS,
@@ -21,12 +22,14 @@ from reflex_actions.controls.base import (
     count_field,
     validate_column_name,
 )
-from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, param
 
 #: corpUserStatus.status of a user who can still act as an owner.
 ACTIVE_STATUS = "ACTIVE"
 #: Most owners a control may require of one dataset.
 MAX_OWNERS = 1000
+#: The query's table of each dataset's owner counts.
+DATASET_OWNERS = "dataset_owners"
 
 
 class OwnershipColumns(BaseModel):
@@ -72,47 +75,51 @@ class ActiveOwnershipControl(Control):
     def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        dataset, owner, ownership_type, status = (
-            quote_identifier(name) for name in self.required_columns()
-        )
-        counted_type = "TRUE"
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """Per dataset, its distinct owners of the counted types who are active, and those of
+        unknown status; the counts sum the edges and count the under-owned datasets, the sample
+        (run only when there are some) lists them, fewest owners first."""
+        dataset, owner, ownership_type, status = (column(name) for name in self.required_columns())
         params: dict[str, Any] = {
-            **relation.params,
             "active_status": ACTIVE_STATUS,
             "min_active_owners": self.min_active_owners,
-            "sample_size": sample_size,
         }
+        counted: list[exp.Expression] = []
         if self.owner_types is not None:
-            counted_type = f"list_contains($owner_types, {ownership_type})"
-            params["owner_types"] = list(self.owner_types)
-        grouped = relation.partition_select() + dataset
-        under_owned = (
-            f"active_owners + unknown_owners < $min_active_owners AND {dataset} IS NOT NULL"
+            names = [f"owner_type_{index}" for index in range(len(self.owner_types))]
+            params.update(zip(names, self.owner_types, strict=True))
+            counted.append(ownership_type.isin(*(param(name) for name in names)))
+
+        def distinct_owners(condition: exp.Expression) -> exp.Count:
+            when = exp.and_(*counted, condition)
+            return exp.Count(this=exp.Distinct(expressions=[exp.case().when(when, owner)]))
+
+        unknown = exp.func("coalesce", status, exp.Literal.string("")).eq(exp.Literal.string(""))
+        per_dataset = (
+            exp.select(
+                dataset,
+                exp.func("count", exp.Star()).as_("edges"),
+                distinct_owners(status.eq(param("active_status"))).as_("active_owners"),
+                distinct_owners(unknown).as_("unknown_owners"),
+            )
+            .from_(SNAPSHOT)
+            .group_by(dataset)
         )
-        sql = f"""WITH snapshot AS (
-{indent(relation.sql)}
-),
-dataset_owners AS (
-    SELECT {grouped},
-        count(*) AS edges,
-        count(DISTINCT {owner}) FILTER (WHERE {counted_type} AND {status} = $active_status)
-            AS active_owners,
-        count(DISTINCT {owner}) FILTER (WHERE {counted_type} AND coalesce({status}, '') = '')
-            AS unknown_owners
-    FROM snapshot
-    GROUP BY {grouped}
-)
-SELECT
-    {relation.partition_select()}coalesce(sum(edges), 0)::BIGINT AS rows_scanned,
-    count(*) FILTER (WHERE {under_owned})::BIGINT AS violation_count,
-    arg_min(
-        row({dataset}, active_owners, unknown_owners),
-        row(active_owners + unknown_owners, {dataset}),
-        $sample_size
-    ) FILTER (WHERE {under_owned}) AS sample
-FROM dataset_owners{relation.partition_suffix()}"""
-        return CompiledQuery(sql=sql, params=params)
+        owners = exp.column("active_owners") + exp.column("unknown_owners")
+        under_owned = exp.and_(owners < param("min_active_owners"), dataset.is_(exp.null()).not_())
+        datasets = exp.select().from_(DATASET_OWNERS).with_(DATASET_OWNERS, as_=per_dataset)
+        edges = exp.func("coalesce", exp.func("sum", exp.column("edges")), 0)
+        counts = datasets.select(
+            exp.cast(edges, exp.DataType.Type.BIGINT).as_("rows_scanned"),
+            exp.func("count", exp.case().when(under_owned, 1)).as_("violation_count"),
+        )
+        sample = (
+            datasets.select(dataset, "active_owners", "unknown_owners")
+            .where(under_owned)
+            .order_by(owners, dataset)
+            .limit(sample_size)
+        )
+        return ControlQuery(counts=counts, sample=sample, params=params)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         dataset, active_owners, unknown_owners = row

@@ -6,6 +6,11 @@ from pathlib import Path
 
 from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.executor import run_control
+from tests.conformance.dialect_rendering import (
+    RecordingEngine,
+    check_every_dialect,
+    table_relation,
+)
 from tests.conftest import write_snapshot
 
 
@@ -93,3 +98,50 @@ def test_custom_column_names(tmp_path: Path) -> None:
         }
     )
     assert run_control(control, path).violation_count == 1
+
+
+HOSTILE = {
+    "dataset": 'asset"; DROP TABLE t; --',
+    "owner": "select",
+    "ownership_type": "x'); DELETE FROM y; --",
+    "owner_status": "ünï cödé $1 ?",
+}
+
+
+def test_counts_and_sample_render_in_every_dialect() -> None:
+    """The owner types and the active status are bound values (one placeholder per type), the
+    columns quoted the dialect's way, and nothing is DuckDB-only."""
+    control = ActiveOwnershipControl.model_validate(
+        {"owner_types": ["TECHNICAL_OWNER", "DATA_STEWARD"], "columns": HOSTILE}
+    )
+    texts = check_every_dialect(
+        control,
+        table_relation(),
+        HOSTILE.values(),
+        ["TECHNICAL_OWNER", "DATA_STEWARD", "ACTIVE", "2026-01-01"],
+    )
+    for dialect, (counts, sample) in texts.items():
+        assert "FILTER" not in counts + sample, dialect
+        assert "LIMIT 5" in sample, (dialect, sample)
+    query = control.compile(table_relation())
+    assert sorted(query.params.values(), key=str) == [
+        1,
+        "ACTIVE",
+        "DATA_STEWARD",
+        "TECHNICAL_OWNER",
+    ]
+
+
+def test_a_passing_check_fetches_only_its_counts(tmp_path: Path) -> None:
+    """The under-owned datasets are listed only when there are some, fewest owners first."""
+    path = write_snapshot(tmp_path / "owners.parquet", EDGES)
+    passing, failing = RecordingEngine(), RecordingEngine()
+    assert run_control(ActiveOwnershipControl(), path, engine=passing).passed
+    result = run_control(ActiveOwnershipControl(min_active_owners=3), path, engine=failing)
+    assert (len(passing.fetched), len(failing.fetched)) == (1, 2)
+    assert [(item["dataset"], item["active_owners"]) for item in result.sample] == [
+        ("ds:a", 1),
+        ("ds:c", 1),
+        ("ds:b", 2),
+    ]
+    assert (result.violation_count, result.rows_scanned) == (3, 6)
