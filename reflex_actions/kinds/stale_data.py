@@ -27,6 +27,7 @@ from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
+from sqlglot import exp
 
 from reflex_actions.backtest.history import History, split_for_learning
 from reflex_actions.catalog.models import DatasetContext
@@ -43,7 +44,7 @@ from reflex_actions.similarity.fields import FieldMatch, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import schema_signals, source_fields
-from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, param
 from reflex_actions.times import (
     MAX_DURATION_SECONDS,
     TimeFormatError,
@@ -60,6 +61,23 @@ HEADROOM = 0.25
 _TIMESTAMP_TYPES = re.compile(r"^(TIMESTAMP(_S|_MS|_NS)?|DATETIME|DATE)$")
 _ZONED_TYPES = ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
 _TEXT_TYPES = ("VARCHAR", "TEXT", "STRING")
+#: A time written as text in ISO 8601 form, without and with a zone (no backslashes: some
+#: dialects read them as escapes in string literals).
+_PLAIN_TEXT = "^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?)?$"
+_ZONED_TEXT = _PLAIN_TEXT[:-1] + "(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"
+
+
+def _type(name: str) -> exp.DataType:
+    return exp.DataType.build(name)
+
+
+def _since_epoch(time: exp.Expression, zoned: bool) -> exp.Expression:
+    """Milliseconds from the epoch to ``time``: a zoned time from the zoned epoch (an instant
+    whatever the session's zone), a plain one from the plain epoch (a time without a zone is
+    UTC)."""
+    epoch = "1970-01-01 00:00:00+00" if zoned else "1970-01-01 00:00:00"
+    start = exp.cast(exp.Literal.string(epoch), "TIMESTAMPTZ" if zoned else "TIMESTAMP")
+    return exp.DateDiff(this=time, expression=start, unit=exp.var("MILLISECOND"))
 
 
 class FreshnessControl(Control):
@@ -71,6 +89,10 @@ class FreshnessControl(Control):
     timestamp_field: str | None = None
 
     violation_unit: ClassVar[str] = "stale tables"
+    #: the judgement a run reports, pass or fail, in the order the counts row carries it
+    _measures: ClassVar[tuple[str, ...]] = (
+        "newest_ms", "as_of_ms", "age_seconds", "max_age_seconds",
+    )  # fmt: skip
     judged_as_of: ClassVar[bool] = True
 
     @field_validator("max_age", mode="before")
@@ -110,44 +132,39 @@ class FreshnessControl(Control):
     def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """The newest time (epoch ms) and the age as of the relation's time, both in one row;
-        stale when older than ``max_age`` or when there is no time at all. The time and the
-        last update are bound at run time (the executor refuses a run without them)."""
-        partition = relation.partition_select()
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """The newest time (epoch ms) and the age as of the relation's time, in the counts row
+        (its measures, pass or fail); stale when older than ``max_age`` or when there is no
+        time at all. The time and the last update are bound at run time (the executor refuses
+        a run without them)."""
         params: dict[str, Any] = {
-            **relation.params,
             "as_of_ms": relation.as_of_ms,
             "max_age_seconds": self.max_age_seconds,
         }
         if self.timestamp_field is None:
             params["last_updated_ms"] = self._recorded_last_update(relation)
-            newest = "$last_updated_ms::BIGINT"
+            newest: exp.Expression = exp.cast(param("last_updated_ms"), "BIGINT")
         else:
-            newest = f"max({self._epoch_ms(relation)})"
-        sql = f"""WITH snapshot AS (
-{indent(relation.sql)}
-),
-measured AS (
-    SELECT {partition}count(*)::BIGINT AS rows_scanned, {newest} AS newest_ms
-    FROM snapshot{relation.partition_suffix()}
-),
-judged AS (
-    SELECT *,
-        ($as_of_ms - newest_ms) / 1000.0 AS age_seconds,
-        (newest_ms IS NULL OR ($as_of_ms - newest_ms) / 1000.0 > $max_age_seconds)::BIGINT
-            AS stale
-    FROM measured
-)
-SELECT
-    {partition}rows_scanned,
-    stale AS violation_count,
-    CASE WHEN stale > 0 THEN [judgement] ELSE [] END AS sample,
-    judgement AS measures
-FROM (
-    SELECT *, row(newest_ms, $as_of_ms, age_seconds, $max_age_seconds) AS judgement FROM judged
-)"""
-        return CompiledQuery(sql=sql, params=params)
+            newest = exp.func("max", self._epoch_ms(relation))
+        measured = exp.select(
+            exp.cast(exp.func("count", exp.Star()), "BIGINT").as_("rows_scanned"),
+            newest.as_("newest_ms"),
+            exp.cast(param("as_of_ms"), "BIGINT").as_("as_of_ms"),
+            exp.cast(param("max_age_seconds"), "BIGINT").as_("max_age_seconds"),
+        ).from_(SNAPSHOT)
+        newest_ms, as_of_ms, age = (
+            exp.column(name) for name in ("newest_ms", "as_of_ms", "age_seconds")
+        )
+        judged = exp.select(
+            "*", ((as_of_ms - newest_ms) / exp.Literal.number("1000.0")).as_("age_seconds")
+        ).from_(measured.subquery("measured"))
+        stale = exp.or_(newest_ms.is_(exp.null()), age > exp.column("max_age_seconds"))
+        counts = exp.select(
+            "rows_scanned",
+            exp.Case().when(stale, "1").else_("0").as_("violation_count"),
+            *self._measures,
+        ).from_(judged.subquery("judged"))
+        return ControlQuery(counts=counts, params=params, sample_is_measures=True)
 
     def _recorded_last_update(self, relation: Relation) -> int | None:
         """The last update DataHub records (bound at run time where the query is shown)."""
@@ -159,23 +176,30 @@ FROM (
             )
         return relation.recorded.last_updated_ms
 
-    def _epoch_ms(self, relation: Relation) -> str:
+    def _epoch_ms(self, relation: Relation) -> exp.Expression:
         """The field as epoch ms, by its type: natively for a date or timestamp; text (a CSV
-        reads every column as text) by whether it names a zone, a time without one being UTC
-        whatever the session's zone; anything else is refused, naming its type."""
+        reads every column as text) in ISO 8601 form by whether it names a zone, a time
+        without one being UTC; text in no such form is no time (NULL, never an error, in a
+        dialect whose cast cannot fail softly); anything else is refused, naming its type."""
         assert self.timestamp_field is not None
-        column = quote_identifier(self.timestamp_field)
+        value = column(self.timestamp_field)
         found = relation.types.get(self.timestamp_field)
         if found in _ZONED_TYPES:
-            return f"epoch_ms({column})"
+            return _since_epoch(value, zoned=True)
         if found is not None and _TIMESTAMP_TYPES.match(found):
-            return f"epoch_ms({column}::TIMESTAMP)"
+            return _since_epoch(exp.cast(value, "TIMESTAMP"), zoned=False)
         if found is None or relation.text_only or found in _TEXT_TYPES:
-            text = f"trim(CAST({column} AS VARCHAR))"
+            text = exp.Trim(this=exp.cast(value, "VARCHAR"))
             return (
-                f"CASE WHEN regexp_matches({text}, '(Z|[+-][0-9]{{2}}(:?[0-9]{{2}})?)$') "
-                f"THEN epoch_ms(try_cast({text} AS TIMESTAMPTZ)) "
-                f"ELSE epoch_ms(try_cast({text} AS TIMESTAMP)) END"
+                exp.Case()
+                .when(
+                    exp.RegexpLike(this=text, expression=exp.Literal.string(_ZONED_TEXT)),
+                    _since_epoch(exp.TryCast(this=text.copy(), to=_type("TIMESTAMPTZ")), True),
+                )
+                .when(
+                    exp.RegexpLike(this=text.copy(), expression=exp.Literal.string(_PLAIN_TEXT)),
+                    _since_epoch(exp.TryCast(this=text.copy(), to=_type("TIMESTAMP")), False),
+                )
             )
         raise SnapshotUnreadableError(
             f"timestamp_field {self.timestamp_field!r} is {found}, not a date or a timestamp"
