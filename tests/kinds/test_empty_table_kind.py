@@ -15,6 +15,11 @@ from reflex_actions.executor import run_control
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery
 from tests.conformance.control_cases import ControlCase
+from tests.conformance.dialect_rendering import (
+    RecordingEngine,
+    check_every_dialect,
+    table_relation,
+)
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.similarity.estate import InMemoryCatalog
@@ -91,3 +96,23 @@ def test_an_empty_snapshot_is_judged_alike_in_a_backtest_and_a_landing_run(
     assert (landing.passed, landing.violation_count) == (False, 1)
     assert empty.sample == landing.sample == [{"rows": 0, "min_rows": 1}]
     assert (report.true_positives, report.false_negatives, report.true_negatives) == (1, 0, 1)
+
+
+def test_counts_and_sample_render_in_every_dialect() -> None:
+    """The minimum is a bound value in every dialect, and nothing is DuckDB-only."""
+    control = parse_control_spec({"type": "row_count_min", "min_rows": 987654})
+    texts = check_every_dialect(control, table_relation(), [], ["987654", "2026-01-01"])
+    for dialect, (counts, sample) in texts.items():
+        assert "::" not in counts + sample and "LIMIT 5" in sample, (dialect, sample)
+    assert control.compile(table_relation()).params == {"min_rows": 987654}
+
+
+def test_a_passing_check_fetches_only_its_counts(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "s.parquet", [{"a": 1}, {"a": 2}])
+    for min_rows, fetches in ((2, 1), (5, 2)):
+        engine = RecordingEngine()
+        control = parse_control_spec({"type": "row_count_min", "min_rows": min_rows})
+        result = run_control(control, path, engine=engine)
+        assert len(engine.fetched) == fetches, engine.fetched
+    assert (result.violation_count, result.sample) == (3, [{"rows": 2, "min_rows": 5}])
+    assert result.measures is None

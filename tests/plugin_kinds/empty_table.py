@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Literal
 
+from sqlglot import exp
+
 from reflex_actions.backtest import backtest
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
@@ -22,7 +24,7 @@ from reflex_actions.lessons.words import quotes
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Signal, SimilarityQuery, shared_domain
-from reflex_actions.sql import CompiledQuery, Relation, indent
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, param
 from reflex_actions.vocabulary import display_name
 
 EMPTY_WORDS = re.compile(
@@ -47,16 +49,19 @@ class RowCountMinControl(Control):
     def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        sql = f"""WITH snapshot AS (
-{indent(relation.sql)}
-)
-SELECT
-    {relation.partition_select()}count(*)::BIGINT AS rows_scanned,
-    greatest($min_rows - count(*), 0)::BIGINT AS violation_count,
-    CASE WHEN count(*) < $min_rows THEN [row(count(*)::BIGINT, $min_rows::BIGINT)] END AS sample
-FROM snapshot{relation.partition_suffix()}"""
-        return CompiledQuery(sql=sql, params={**relation.params, "min_rows": self.min_rows})
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """The rows and how many short of the minimum they are; the sample, run only when
+        short, is the one row of the count and the minimum."""
+        rows = exp.func("count", exp.Star())
+        short = exp.func("greatest", param("min_rows") - rows, 0)
+        counts = exp.select(rows.as_("rows_scanned"), short.as_("violation_count"))
+        minimum = exp.cast(param("min_rows"), exp.DataType.Type.BIGINT)
+        sample = exp.select(rows.copy().as_("row_count"), minimum.as_("min_rows"))
+        return ControlQuery(
+            counts=counts.from_(SNAPSHOT),
+            sample=sample.from_(SNAPSHOT).limit(sample_size),
+            params={"min_rows": self.min_rows},
+        )
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         rows, min_rows = row
