@@ -1,0 +1,97 @@
+"""The table-level controls (``volume``, ``freshness``, ``schema_contract``) compile to one
+dialect-neutral tree: rendered in every executing and rendering-only dialect it parses back,
+quotes names the dialect's way and carries every value as a bound parameter; judged on what
+DataHub records, it reads no data; a failing volume or freshness run is judged by one query,
+its measures being its sample."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sqlglot import exp
+
+from reflex_actions.executor import run_control
+from reflex_actions.kinds.missing_rows import VolumeControl
+from reflex_actions.kinds.stale_data import FreshnessControl
+from reflex_actions.sql import NO_ROWS, SNAPSHOT, RecordedFacts, Relation
+from tests.conformance.control_cases import HOSTILE_NAMES
+from tests.conformance.dialect_rendering import (
+    RENDERED_DIALECTS,
+    RecordingEngine,
+    check_every_dialect,
+    compiled,
+    table_relation,
+)
+from tests.conftest import write_snapshot
+
+
+def _reads_snapshot(query: exp.Query) -> bool:
+    return any(table.name == SNAPSHOT for table in query.find_all(exp.Table))
+
+
+# --- volume --------------------------------------------------------------------------------------
+def test_volume_counts_render_in_every_dialect_with_the_bounds_bound() -> None:
+    control = VolumeControl(min_rows=4_321_987, max_rows=9_876_543, max_drop=0.25)
+    relation = replace(table_relation(), earlier_counts=(5_555_551, 5_555_553, 5_555_555))
+    query = compiled(control, relation)
+    assert (query.sample, query.sample_is_measures) == (None, True)
+    lower, upper, median, rule = control.bounds(relation.earlier_counts)
+    texts = check_every_dialect(
+        control, relation, ["child"], bound_values=[lower, upper, int(median or 0), rule]
+    )
+    assert set(texts) == set(RENDERED_DIALECTS)
+    assert _reads_snapshot(query.counts)
+
+
+def test_volume_on_a_recorded_count_reads_no_data_in_any_dialect() -> None:
+    control = VolumeControl(min_rows=10)
+    relation = Relation.of(NO_ROWS, recorded=RecordedFacts(row_count=7_654_321))
+    query = compiled(control, relation)
+    assert not _reads_snapshot(query.counts)
+    check_every_dialect(control, relation, [], bound_values=[7_654_321])
+
+
+def test_a_failing_volume_run_is_one_query_its_measures_the_sample(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path / "s.parquet", [{"id": i} for i in range(3)])
+    engine = RecordingEngine()
+    result = run_control(VolumeControl(min_rows=5, max_rows=8), path, engine=engine)
+    assert (result.passed, result.rows_scanned, result.violation_count) == (False, 3, 2)
+    assert result.sample == [result.measures]
+    assert result.sample[0] == {
+        "row_count": 3,
+        "baseline_median": None,
+        "lower_bound": 5,
+        "upper_bound": 8,
+        "rule": "absolute bounds",
+    }
+    assert len(engine.fetched) == 1
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_volume_counts_any_table_whatever_its_columns_are_named(tmp_path: Path, name: str) -> None:
+    path = write_snapshot(tmp_path / "s.parquet", [{name: i} for i in range(12)])
+    result = run_control(VolumeControl(max_rows=10), path)
+    assert (result.rows_scanned, result.violation_count) == (12, 2)
+
+
+# --- freshness -----------------------------------------------------------------------------------
+AS_OF_MS = 1_772_366_400_123
+
+
+@pytest.mark.parametrize("type_", ["TIMESTAMP WITH TIME ZONE", "TIMESTAMP", "DATE", "VARCHAR"])
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_freshness_counts_render_in_every_dialect_for_each_time_type(name: str, type_: str) -> None:
+    control = FreshnessControl(max_age="27h", timestamp_field=name)
+    relation = replace(table_relation({name: type_}), as_of_ms=AS_OF_MS)
+    query = compiled(control, relation)
+    assert (query.sample, query.sample_is_measures) == (None, True)
+    check_every_dialect(control, relation, [name], bound_values=[AS_OF_MS, 27 * 3600])
+
+
+def test_freshness_on_the_recorded_last_update_binds_it_in_every_dialect() -> None:
+    control = FreshnessControl(max_age="2d")
+    recorded = RecordedFacts(last_updated_ms=1_771_111_111_111)
+    relation = Relation.of(NO_ROWS, recorded=recorded, as_of_ms=AS_OF_MS)
+    check_every_dialect(control, relation, [], bound_values=[1_771_111_111_111, AS_OF_MS])
