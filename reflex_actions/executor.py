@@ -44,10 +44,16 @@ REFERENCE_PARAMETER = "reference"
 @dataclass(frozen=True)
 class ReferenceSnapshot:
     """The parent snapshot a referencing control is checked against, and how it was chosen
-    (e.g. "the same snapshot id", "the latest at or before 2026-09-04", "given")."""
+    (e.g. "the same snapshot id", "the latest at or before 2026-09-04", "given"): a snapshot
+    file, or any target of the engine the child runs on (a table, one partition of it)."""
 
-    file: SnapshotFile
+    file: SnapshotFile | Target
     chosen: str
+
+    @property
+    def target(self) -> Target:
+        """The parent as its engine reads it."""
+        return FileTarget(self.file.path) if isinstance(self.file, SnapshotFile) else self.file
 
 
 class ReferenceUsed(BaseModel):
@@ -75,7 +81,7 @@ def with_reference(
             f"{control.type} checks values against {target.field!r} of {target.dataset}: "
             "no snapshot of that dataset was given"
         )
-    parent = engine.relation(FileTarget(reference.file.path), [target.field], REFERENCE_PARAMETER)
+    parent = engine.relation(reference.target, [target.field], REFERENCE_PARAMETER)
     return replace(relation, reference=parent)
 
 
@@ -91,8 +97,8 @@ def reference_used(control: Control, reference: ReferenceSnapshot | None) -> Ref
         return None
     return ReferenceUsed(
         dataset=target.dataset,
-        snapshot=str(reference.file.path),
-        snapshot_id=reference.file.snapshot_id,
+        snapshot=reference.target.shown,
+        snapshot_id=reference.target.snapshot_id,
         chosen=reference.chosen,
     )
 

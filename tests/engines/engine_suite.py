@@ -1,0 +1,123 @@
+"""The conformance suite every executing engine passes (DESIGN §8), dbt-adapters style.
+
+An engine's test module subclasses :class:`BaseEngineConformance` as ``Test<Engine>Conformance``
+and gives its ``engine`` fixture and ``load_table``. Every registered kind's control case then
+runs on it, its passing and its failing rows under plain and hostile column names (a referencing
+control's parent loaded beside them), and must give what DuckDB gives on the same rows written
+as Parquet: rows scanned, violations, pass or fail, the sample and the measures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tests.conformance
+import tests.kinds
+from reflex_actions.controls import Control, parse_control_spec
+from reflex_actions.engines.base import Engine, Target
+from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
+from reflex_actions.kinds import registered_kinds
+from reflex_actions.snapshots import SnapshotFile
+from tests.conformance.control_cases import ControlCase
+from tests.conformance.kind_suite import BaseLessonKindConformance, hostile_names, rows_as
+from tests.conftest import write_snapshot
+
+
+def kind_control_cases() -> list[ControlCase]:
+    """The control case of every registered kind's control that reads a table's rows (from
+    the kinds' conformance modules), by control type."""
+    for package in (tests.conformance, tests.kinds):
+        for module in pkgutil.iter_modules(package.__path__):
+            if module.name.startswith("test_"):
+                importlib.import_module(f"{package.__name__}.{module.name}")
+    registered = {kind.pattern for kind in registered_kinds()}
+    cases = {
+        suite.control_case.type_name: suite.control_case
+        for suite in BaseLessonKindConformance.__subclasses__()
+        if suite.kind_pattern in registered
+    }
+    return [
+        case
+        for _, case in sorted(cases.items())
+        if parse_control_spec(case.make_spec(case.columns)).reads_data()
+    ]
+
+
+CASES = kind_control_cases()
+
+
+class BaseEngineConformance:
+    """What every executing engine gets right; subclass it once per engine."""
+
+    @pytest.fixture
+    def engine(self) -> Iterator[Engine]:
+        """The engine under test (closed after the test)."""
+        raise NotImplementedError
+
+    def load_table(self, name: str, rows: list[dict[str, Any]], columns: list[str]) -> Target:
+        """Load ``rows`` (columns ``columns``, in order) as a table called ``name`` and return
+        the target the engine reads it by; the column types are those a Parquet file of the
+        same rows has."""
+        raise NotImplementedError
+
+    @pytest.mark.parametrize("naming", ["plain", "hostile"])
+    @pytest.mark.parametrize("rows_of", ["passing", "failing"])
+    @pytest.mark.parametrize("case", CASES, ids=[case.type_name for case in CASES])
+    def test_gives_what_duckdb_gives_on_parquet(
+        self, engine: Engine, tmp_path: Path, case: ControlCase, rows_of: str, naming: str
+    ) -> None:
+        names = case.columns if naming == "plain" else hostile_names(case)
+        rows = rows_as(case.passing_rows if rows_of == "passing" else case.failing_rows, names)
+        columns = list(rows[0])
+        control = parse_control_spec(case.make_spec(names))
+        parent = rows_as(case.reference_rows, names) if control.referenced() else None
+
+        expected = self._on_parquet(control, case, tmp_path, rows, columns, parent)
+        if rows_of == "failing":  # the reference result is the case's own
+            assert (expected.passed, expected.violation_count) == (False, case.expected_violations)
+        table = f"{case.type_name} {rows_of}" + (
+            ' x"); DROP TABLE t; --' if naming != "plain" else ""
+        )
+        reference = None
+        if parent is not None:
+            reference = ReferenceSnapshot(
+                self.load_table(f"{table} parent", parent, list(parent[0])), "given"
+            )
+        actual = run_control(
+            control,
+            self.load_table(table, rows, columns),
+            engine=engine,
+            reference=reference,
+            as_of_ms=case.as_of_ms,
+        )
+        assert _judged(actual) == _judged(expected)
+
+    @staticmethod
+    def _on_parquet(
+        control: Control,
+        case: ControlCase,
+        folder: Path,
+        rows: list[dict[str, Any]],
+        columns: list[str],
+        parent: list[dict[str, Any]] | None,
+    ) -> ControlResult:
+        """The reference result: DuckDB on the rows written as Parquet."""
+        reference = None
+        if parent is not None:
+            written = write_snapshot(folder / "parent.parquet", parent)
+            reference = ReferenceSnapshot(SnapshotFile.from_path(written), "given")
+        path = write_snapshot(folder / "snapshot.parquet", rows, columns)
+        return run_control(control, path, reference=reference, as_of_ms=case.as_of_ms)
+
+
+def _judged(result: ControlResult) -> dict[str, Any]:
+    """What two engines must agree on (not where the rows were read, nor how long it took)."""
+    return result.model_dump(
+        include={"rows_scanned", "violation_count", "passed", "sample", "measures"}
+    )
