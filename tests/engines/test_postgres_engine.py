@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import date
+from typing import Any
 
 import psycopg
 import pytest
@@ -14,6 +15,7 @@ from reflex_actions.engines.base import EngineError, TableTarget
 from reflex_actions.engines.postgres import PostgresEngine, duckdb_type, positional
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
+from tests.engines.engine_suite import BaseEngineConformance
 from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
 
 __all__ = ["postgres_server"]  # the session fixture, used by name below
@@ -207,3 +209,21 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+class TestPostgresConformance(BaseEngineConformance):
+    """Every control case on PostgreSQL tables gives what DuckDB gives on Parquet files."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, postgres_server: PostgresServer) -> None:
+        self.server = postgres_server
+
+    @pytest.fixture
+    def engine(self, postgres_server: PostgresServer) -> Iterator[PostgresEngine]:
+        engine = PostgresEngine(postgres_server.url())
+        yield engine
+        engine.close()
+
+    def load_table(self, name: str, rows: list[dict[str, Any]], columns: list[str]) -> TableTarget:
+        create_table(self.server, ("conformance", name), rows, columns)
+        return TableTarget(f"conformance.{name}")
