@@ -79,6 +79,9 @@ def test_judges_a_table_and_each_partition_of_it(engine: PostgresEngine, payment
     assert day_two.sample == [{"key": {"transaction_id": "t2"}, "occurrences": 2}]
     batch_one = run_control(UNIQUE_ID, TableTarget(payments, "batch", "1"), engine=engine)
     assert (batch_one.rows_scanned, batch_one.violation_count) == (4, 2)
+    # a parent's partition is bound under its own name, beside the child's
+    parent = engine.relation(TableTarget(payments, "day", "2026-09-01"), parameter="reference")
+    assert parent.params == {"reference_partition": "2026-09-01"}
 
 
 def test_one_two_and_three_part_names_read_the_same_table(
