@@ -93,6 +93,9 @@ class EngineConfig(_Strict):
     config, a log, a lesson page or a run event. A dataset's table is its urn's name, less the
     platform instance's prefix."""
 
+    #: a mistyped secret in place of a variable's name is never echoed back in an error
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
     platform: str = Field(min_length=1, max_length=100)
     #: only the datasets of this instance (their urn names start with ``<instance>.``)
     platform_instance: str | None = Field(default=None, min_length=1, max_length=200)
