@@ -24,9 +24,14 @@ from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
-from reflex_actions.engines.base import Engine, EngineError, FileTarget, Target
+from reflex_actions.engines.base import Engine, EngineError, FileTarget, TableTarget, Target
 from reflex_actions.errors import ReflexError
-from reflex_actions.executor import ControlResult, run_control, run_control_on_recorded
+from reflex_actions.executor import (
+    ControlResult,
+    ReferenceSnapshot,
+    run_control,
+    run_control_on_recorded,
+)
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
     assertion_urn,
@@ -51,7 +56,7 @@ from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import iso
-from reflex_actions.vocabulary import COVERAGE
+from reflex_actions.vocabulary import COVERAGE, display_name
 
 logger = logging.getLogger(__name__)
 
@@ -291,7 +296,7 @@ def run_on_target(
         parent = (
             parent_snapshot(covered.control, snapshot_id, ctx.config.landing, ctx.history_for)
             if isinstance(target, FileTarget)
-            else _parent_table(covered.control, target, ctx)
+            else _parent_table(covered.control, engine, target, ctx)
         )
         earlier = _earlier_counts(covered, dataset_urn, ctx)
         result = run_control(
@@ -307,13 +312,24 @@ def run_on_target(
     return result, None
 
 
-def _parent_table(control: Control, target: Target, ctx: HandlerContext) -> None:
-    """A table's parent, for a control checked against another dataset: not yet read on a
-    table engine."""
-    if control.referenced() is not None:
+def _parent_table(
+    control: Control, engine: Engine | None, target: Target, ctx: HandlerContext
+) -> ReferenceSnapshot | None:
+    """A table's parent, for a control checked against another dataset: the referenced
+    dataset's table on the same engine (its partition of the same value, when the child's is
+    one), as one query reads both. Raise SnapshotRefused when it has none there."""
+    referenced = control.referenced()
+    if referenced is None:
+        return None
+    partition = target.partition if isinstance(target, TableTarget) else None
+    on_table = ctx.table_of(referenced.dataset, partition)
+    if on_table is None or on_table[0] is not engine:
         raise SnapshotRefused(
-            f"{control.type} on {target.shown}: the referenced dataset's table is not read yet"
+            f"{display_name(referenced.dataset)}, the dataset this control references, is not "
+            f"on the engine {target.shown} is read on: both must be read by one query"
         )
+    chosen = "the same partition" if partition is not None else "the live table"
+    return ReferenceSnapshot(on_table[1], chosen)
 
 
 @dataclass(frozen=True)
