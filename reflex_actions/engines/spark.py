@@ -1,0 +1,288 @@
+"""The scale-out engine: Spark SQL over the tables of a session's catalog and over files.
+
+Local mode in tests (``local[2]``); a real cluster is configuration: a ``master`` URL (what
+``spark-submit --master`` takes) or a Spark Connect URL (``sc://host:15002``). Files are read
+exactly as named, as the DuckDB engine reads them: glob characters escaped, no partition
+discovery, CSV as text with a header. Spark SQL has no reader function taking options, so a
+file is read by the DataFrame reader and queried as a temporary view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
+
+from reflex_actions.engines.base import (
+    Engine,
+    EngineError,
+    FileTarget,
+    TableTarget,
+    Target,
+    table_source,
+)
+from reflex_actions.errors import (
+    SchemaDriftError,
+    SnapshotNotFoundError,
+    SnapshotUnreadableError,
+    first_line,
+)
+from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.sql import SNAPSHOT, Relation
+
+# PySpark is imported where a session starts or a query runs: importing the engines (as the
+# registry does to name them) starts no JVM.
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: The master a session is started with when none is configured: two local cores.
+LOCAL_MASTER = "local[2]"
+SPARK_CONNECT_SCHEME = "sc://"
+#: How much of Spark's reason an error carries (its messages can name whole query plans).
+MAX_REASON = 500
+#: Characters Hadoop's path globbing gives a meaning to (each is escaped with a backslash).
+HADOOP_GLOB_CHARACTERS = re.compile(r"[\\*?\[\]{}]")
+#: Spark's error condition for a table (or view) its catalog does not have.
+TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
+
+
+def session_builder(
+    master: str | None = None, remote: str | None = None, warehouse: str | Path | None = None
+) -> SparkSession.Builder:
+    """How a session is started: on ``master`` (``local[2]`` unless given; a local driver
+    listens on loopback only), or a Spark Connect client of ``remote``; a local session keeps
+    its tables in ``warehouse`` when given (a Connect server has its own)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("datahub-reflex")
+    if remote is not None:
+        if master is not None or warehouse is not None:
+            raise EngineError(
+                "a Spark Connect URL names a server with its own master and warehouse: "
+                "give either the URL or a master and warehouse"
+            )
+        if not remote.startswith(SPARK_CONNECT_SCHEME):
+            raise EngineError(
+                f"Spark Connect URL {remote[:200]!r} does not start with {SPARK_CONNECT_SCHEME}"
+            )
+        return builder.remote(remote)
+    builder = builder.master(master or LOCAL_MASTER)
+    if (master or LOCAL_MASTER).startswith("local"):
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    if warehouse is not None:
+        builder = builder.config("spark.sql.warehouse.dir", str(Path(warehouse).resolve()))
+    return builder
+
+
+def duckdb_type(spark_type: str) -> str:
+    """A Spark SQL type (as ``DataType.simpleString`` writes it) by DuckDB's name for it, the
+    names every relation's types are given in (``string`` -> ``VARCHAR``, ``timestamp`` ->
+    ``TIMESTAMP WITH TIME ZONE``); a type DuckDB has no name for keeps Spark's."""
+    import duckdb
+
+    try:
+        return str(duckdb.type(exp.DataType.build(spark_type, dialect="spark").sql("duckdb")))
+    except (SqlglotError, duckdb.Error):
+        return spark_type.upper()
+
+
+def exact_hadoop_path(path: str) -> str:
+    """The Hadoop path pattern matching ``path`` and nothing else (``a[1].csv`` ->
+    ``a\\[1\\].csv``): Spark's readers glob every path they are given."""
+    return HADOOP_GLOB_CHARACTERS.sub(lambda match: "\\" + match.group(), path)
+
+
+def view_name(snapshot: SnapshotFile) -> str:
+    """The temporary view a file is queried as: one per file and format, so concurrent
+    evaluations of different files never share one."""
+    digest = hashlib.sha256(f"{snapshot.format}:{snapshot.read_path}".encode()).hexdigest()
+    return f"reflex_file_{digest[:24]}"
+
+
+class SparkEngine(Engine):
+    name: ClassVar[str] = "spark"
+    dialect: ClassVar[str] = "spark"
+    targets: ClassVar[tuple[type, ...]] = (TableTarget, FileTarget)
+    settings_from: ClassVar[dict[str, str]] = {
+        "master": "REFLEX_SPARK_MASTER",
+        "remote": "REFLEX_SPARK_REMOTE",
+        "warehouse": "REFLEX_SPARK_WAREHOUSE",
+    }
+
+    def __init__(self, session: SparkSession, *, owned: bool = False) -> None:
+        """An engine on ``session``; it stops the session on close only when ``owned``."""
+        self.session = session
+        self._owned = owned
+        self._views: set[str] = set()
+
+    @classmethod
+    def from_config(
+        cls,
+        master: str | None = None,
+        remote: str | None = None,
+        warehouse: str | Path | None = None,
+    ) -> SparkEngine:
+        """An engine on a session started as configured (see :func:`session_builder`); a
+        session already running in this process is used, and left running on close."""
+        from pyspark.errors import PySparkException
+        from pyspark.sql import SparkSession
+
+        builder = session_builder(master, remote, warehouse)
+        running = SparkSession.getActiveSession()
+        try:
+            session = builder.getOrCreate()
+        except (PySparkException, OSError) as error:
+            where = remote or master or LOCAL_MASTER
+            raise EngineError(f"cannot start Spark on {where[:200]}: {_reason(error)}") from None
+        return cls(session, owned=running is None)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> SparkEngine:
+        """Started as its settings say (all optional: a local session on two cores)."""
+        return cls.from_config(**settings)
+
+    def relation(
+        self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT
+    ) -> Relation:
+        if isinstance(target, TableTarget):
+            source, params, types = self._table(target, parameter)
+            text_only = False
+        elif isinstance(target, FileTarget):
+            snapshot = SnapshotFile.from_path(target.path)
+            (source, types), params = self._file(snapshot), {}
+            text_only = snapshot.format == "csv"
+        else:
+            raise SnapshotUnreadableError(f"the spark engine does not read {target.shown}")
+        missing = [name for name in required if name not in types]
+        if missing:
+            raise SchemaDriftError(target.shown, missing, list(types))
+        return Relation(source=source, params=params, types=types, text_only=text_only)
+
+    def _table(
+        self, target: TableTarget, parameter: str
+    ) -> tuple[exp.Select, dict[str, Any], dict[str, str]]:
+        """A catalog table (or one partition of it: its value bound as
+        ``<parameter>_partition``), and its column types."""
+        parts = target.parts()
+        whole = table_source(TableTarget(target.name), parts)
+        try:
+            schema = self.session.sql(whole.sql(dialect=self.dialect)).schema
+        except _spark_errors() as error:
+            if _condition(error) == TABLE_NOT_FOUND:
+                raise SnapshotNotFoundError(
+                    f"table {target.name[:200]!r} not found in the Spark catalog"
+                ) from None
+            raise SnapshotUnreadableError(
+                f"cannot read table {target.name[:200]!r}: {_reason(error)}"
+            ) from None
+        types = _types(schema)
+        if target.partition_column is None:
+            return whole, {}, types
+        if target.partition_column not in types:
+            raise SchemaDriftError(target.name, [target.partition_column], list(types))
+        bound = f"{parameter}_partition"
+        source = table_source(target, parts)
+        for placeholder in source.find_all(exp.Placeholder):
+            placeholder.set("this", bound)
+        return source, {bound: target.partition}, types
+
+    def _file(self, snapshot: SnapshotFile) -> tuple[exp.Select, dict[str, str]]:
+        """``SELECT * FROM`` the file's temporary view (registered again on every read, so a
+        file rewritten since is read as it is now), and its column types."""
+        view = view_name(snapshot)
+        frame = self._frame(snapshot)
+        frame.createOrReplaceTempView(view)
+        self._views.add(view)
+        source = exp.select(exp.Star()).from_(exp.Table(this=exp.to_identifier(view, quoted=True)))
+        return source, _types(frame.schema)
+
+    def _frame(self, snapshot: SnapshotFile) -> DataFrame:
+        """The file as DuckDB's reader reads it: Parquet as written; CSV with a header, every
+        column text, quotes doubled inside quoted values, which may span lines."""
+        reader = self.session.read.format(snapshot.format)
+        if snapshot.format == "csv":
+            reader = reader.options(header=True, inferSchema=False, multiLine=True, escape='"')
+        try:
+            return reader.load(exact_hadoop_path(snapshot.read_path))
+        except _spark_errors() as error:
+            raise SnapshotUnreadableError(
+                f"cannot read snapshot {snapshot.path}: {_reason(error)}"
+            ) from None
+
+    def fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run ``sql`` with its ``:name`` markers bound (a list's as an array of its values)."""
+        sql, args = _lists_expanded(sql, params)
+        try:
+            rows = self.session.sql(sql, args=args).collect()
+        except _spark_errors() as error:
+            raise SnapshotUnreadableError(_reason(error)) from None
+        return [tuple(row) for row in rows]
+
+    def close(self) -> None:
+        """Drop the views this engine registered; stop the session if it started it."""
+        if self._owned:
+            self.session.stop()
+            return
+        for view in self._views:
+            self.session.catalog.dropTempView(view)
+        self._views.clear()
+
+
+def _types(schema: StructType) -> dict[str, str]:
+    return {field.name: duckdb_type(field.dataType.simpleString()) for field in schema}
+
+
+_QUOTED = (TokenType.IDENTIFIER, TokenType.STRING)
+
+
+def _lists_expanded(sql: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``sql`` with each list's marker as ``array(:name__0, :name__1, ...)``, one bound value
+    per element: Spark binds a list only as a literal of one type with no NULL in it. Markers
+    are found by Spark's tokens (never inside a quoted name or a string)."""
+    lists = {name: value for name, value in params.items() if isinstance(value, (list, tuple))}
+    args = {name: value for name, value in params.items() if name not in lists}
+    if not lists:
+        return sql, args
+    tokens = sqlglot.Dialect.get_or_raise(SparkEngine.dialect).tokenize(sql)
+    pieces, done = [], 0
+    for colon, name in itertools.pairwise(tokens):
+        marker = colon.token_type is TokenType.COLON and name.start == colon.end + 1
+        if marker and name.token_type not in _QUOTED and name.text in lists:
+            elements = [f"{name.text}__{i}" for i in range(len(lists[name.text]))]
+            args.update(zip(elements, lists[name.text], strict=True))
+            markers = ", ".join(f":{element}" for element in elements)
+            pieces += [sql[done : colon.start], f"array({markers})"]
+            done = name.end + 1
+    return "".join([*pieces, sql[done:]]), args
+
+
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    """What a Spark call raises: PySpark's errors, or a JVM error PySpark did not translate."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JJavaError)
+
+
+def _condition(error: BaseException) -> str | None:
+    get_condition = getattr(error, "getCondition", None)
+    return get_condition() if get_condition is not None else None
+
+
+def _reason(error: BaseException) -> str:
+    """Spark's reason, first line only and bounded (a JVM error's own message, not py4j's
+    "An error occurred while calling o56.parquet")."""
+    java = getattr(error, "java_exception", None)
+    reason = first_line(Exception(java.toString())) if java is not None else first_line(error)
+    return reason[:MAX_REASON]

@@ -1,0 +1,42 @@
+"""One local Spark session for the whole test run (DESIGN §6: engines run for real).
+
+A JVM takes 10-15 s to start on two cores, so every test module needing Spark imports the
+``spark`` fixture from here and shares one session: two local cores, two shuffle partitions
+(the default 200 would make every tiny aggregation 200 tasks), no web UI, the driver on
+loopback, its tables in a temporary warehouse and the session's clock in UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from reflex_actions.engines.spark import session_builder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The session once started: a fixture imported into several modules is one fixture per
+#: module, and each must find the same session.
+_STARTED: list[SparkSession] = []
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    if not _STARTED:
+        scratch = tmp_path_factory.mktemp("spark")
+        builder = (
+            session_builder(warehouse=scratch / "warehouse")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.local.dir", str(scratch / "local"))
+        )
+        _STARTED.append(builder.getOrCreate())
+        _STARTED[0].sparkContext.setLogLevel("ERROR")
+    yield _STARTED[0]
+    _STARTED[0].stop()
