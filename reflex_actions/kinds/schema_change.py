@@ -8,18 +8,20 @@ any precision, floating, string, boolean, date, time, timestamp, timestamp with 
 binary), so ``VARCHAR(64)`` -> ``VARCHAR`` or ``INTEGER`` -> ``BIGINT`` is no break; any other
 type is a family of its own. The family table also lists the platforms' names (Postgres's
 ``character varying``, BigQuery's ``INT64``, Snowflake's ``NUMBER``, Avro's ``long``), so
-DESCRIBE's types, a contract's and DataHub's recorded ones are read by one table. A missing
-column is a failed check, not schema drift: the control requires no column to be evaluable.
+the types an engine describes (in DuckDB's names), a contract's and DataHub's recorded ones are
+read by one table. A missing column is a failed check, not schema drift: the control requires
+no column to be evaluable. Families are decided here, from the table; the query joins the
+columns found to the contract's, every name and type bound, so it reads alike in every dialect.
 
 The schema DataHub records (``schemaMetadata``, ``Relation.recorded``) is judged by the same
-query without reading data: its fields' names and types are bound in place of DESCRIBE's. A
-field's ``nativeDataType`` decides its family where the table lists it and DataHub's type class
-agrees; otherwise the class decides (``string``, ``enum`` -> string, ``boolean``, ``date``,
-``time`` -> timestamp, ``bytes``, ``fixed`` -> binary), which also reads Avro's physical type
-under a logical one (a ``long`` that is a ``timestamp-millis``) as the logical type. The class
-``number`` does not say integer, decimal or floating, so it is a family of its own: a number
-of unknown native type confirms no numeric contract type (the sample shows what DataHub
-records). A field with neither type is present, its type unjudged.
+query without reading data: its fields' names and types are bound in place of the columns an
+engine describes. A field's ``nativeDataType`` decides its family where the table lists it and
+DataHub's type class agrees; otherwise the class decides (``string``, ``enum`` -> string,
+``boolean``, ``date``, ``time`` -> timestamp, ``bytes``, ``fixed`` -> binary), which also reads
+Avro's physical type under a logical one (a ``long`` that is a ``timestamp-millis``) as the
+logical type. The class ``number`` does not say integer, decimal or floating, so it is a family
+of its own: a number of unknown native type confirms no numeric contract type (the sample shows
+what DataHub records). A field with neither type is present, its type unjudged.
 
 A CSV snapshot is read as text (every column VARCHAR), so its types say nothing of the data: on
 CSV a contract checks column names only (a typed contract is not broken by Reflex's own text
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
+from sqlglot import exp
 
 from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
@@ -51,7 +54,7 @@ from reflex_actions.controls.base import (
     MAX_LIST_ITEMS,
     validate_column_name,
 )
-from reflex_actions.errors import ControlSpecError, SnapshotError, SnapshotNotFoundError
+from reflex_actions.errors import SnapshotError, SnapshotNotFoundError
 from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
@@ -60,7 +63,7 @@ from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
-from reflex_actions.sql import CompiledQuery, RecordedFacts, Relation, indent
+from reflex_actions.sql import SNAPSHOT, ControlQuery, RecordedFacts, Relation, param
 from reflex_actions.vocabulary import display_name
 
 SCHEMA_CHANGE = "schema_change"
@@ -71,10 +74,10 @@ MAX_TYPE_CHARS = 64
 TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]*(?: [A-Z][A-Z0-9_]*)*(?:\(\d{1,5}(?:,\d{1,5})?\))?")
 
 #: The type families: a type whose name (without its parameters) is listed here compares by its
-#: family; any other type is a family of its own. One table for DESCRIBE's types (DuckDB's
-#: names), a contract's and the native types DataHub records (the platforms' names: Postgres,
-#: BigQuery, Snowflake, Spark, Avro), so each is read alike. Snowflake's ``NUMBER(38,0)`` (its
-#: INTEGER) is a decimal, as DuckDB's ``DECIMAL(18,0)`` is.
+#: family; any other type is a family of its own. One table for the types an engine describes
+#: (DuckDB's names), a contract's and the native types DataHub records (the platforms' names:
+#: Postgres, BigQuery, Snowflake, Spark, Avro), so each is read alike. Snowflake's
+#: ``NUMBER(38,0)`` (its INTEGER) is a decimal, as DuckDB's ``DECIMAL(18,0)`` is.
 TYPE_FAMILIES: dict[str, tuple[str, ...]] = {
     "integer": (
         "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -120,9 +123,10 @@ TYPE_CLASS_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 _FAMILY_OF = {name: family for family, names in TYPE_FAMILIES.items() for name in names}
-#: A type's parameters (a length, a precision and scale), which its family ignores; the same
-#: pattern in Python and in the SQL.
+#: A type's parameters (a length, a precision and scale), which its family ignores.
 TYPE_PARAMETERS = r"\([^()]*\)"
+#: The columns of the rows a contract judges: the contract's and the ones found.
+_JUDGED = ("name", "type", "family")
 
 
 def written_as_type(value: str) -> str:
@@ -144,30 +148,25 @@ def type_name(value: str) -> str:
     return normal
 
 
+def _listed_family(type_text: str) -> str | None:
+    """The family the table lists a type's name (without its parameters) in, if any."""
+    return _FAMILY_OF.get(re.sub(TYPE_PARAMETERS, "", type_text.upper()).strip())
+
+
 def type_family_of(type_text: str) -> str:
-    """The family a type compares by (the Python twin is only for drafting; SQL decides runs)."""
-    base = re.sub(TYPE_PARAMETERS, "", type_text.upper()).strip()
-    return _FAMILY_OF.get(base, type_text.upper())
+    """The family a type compares by: the listed one, else the type is a family of its own."""
+    return _listed_family(type_text) or type_text.upper()
 
 
-def _sql_list(names: tuple[str, ...]) -> str:
-    return f"[{', '.join(repr(name) for name in names)}]"
-
-
-def _family_values() -> str:
-    """The family table as SQL VALUES rows, one per family: constants of this module, never
-    user input."""
-    return ",\n".join(
-        f"('{family}', {_sql_list(names)})" for family, names in TYPE_FAMILIES.items()
-    )
-
-
-def _class_values() -> str:
-    """The type-class table as SQL VALUES rows: constants of this module, never user input."""
-    return ",\n".join(
-        f"('{type_class}', '{family}', {_sql_list(refined_by)})"
-        for type_class, (family, refined_by) in TYPE_CLASS_FAMILIES.items()
-    )
+def _recorded_family(native_type: str | None, type_class: str | None) -> str | None:
+    """The family of a field DataHub records: its native type's where DataHub's type class
+    agrees (a ``number`` that is a ``BIGINT``), else the class's; the native type's alone for a
+    class the table does not list; None (unjudged) for a field with neither."""
+    listed = None if native_type is None else _listed_family(native_type)
+    if type_class in TYPE_CLASS_FAMILIES:
+        family, refined_by = TYPE_CLASS_FAMILIES[type_class]
+        return listed if listed in refined_by else family
+    return None if native_type is None else type_family_of(native_type)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -176,11 +175,12 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _recorded_fields(recorded: RecordedFacts) -> dict[str, list[str | None]]:
-    """The recorded schema's fields as the bound lists the query reads in place of DESCRIBE:
-    names and classes bounded, native types written as a contract writes types (a type longer
-    than a contract's may be is no type the family table lists; it is cut). A name DataHub
-    records twice (a union's branches share a simple path) is judged by its first field."""
+def _recorded_columns(recorded: RecordedFacts) -> list[tuple[str, str | None, str | None]]:
+    """The recorded schema's fields as (name, type shown, family): names and classes bounded,
+    native types written as a contract writes types (a type longer than a contract's may be is
+    no type the family table lists; it is cut), shown as the class where DataHub records no
+    native type. A name DataHub records twice (a union's branches share a simple path) is
+    judged by its first field."""
     if not recorded.columns:
         raise SnapshotNotFoundError(
             "DataHub records no schema (schemaMetadata fields) for this dataset: "
@@ -195,16 +195,37 @@ def _recorded_fields(recorded: RecordedFacts) -> dict[str, list[str | None]]:
                 None if type_class is None else _cut(type_class, MAX_TYPE_CHARS),
             ),
         )
-    return {
-        "recorded_names": list(fields),
-        "recorded_types": [native for native, _ in fields.values()],
-        "recorded_classes": [type_class for _, type_class in fields.values()],
-    }
+    return [
+        (name, native or type_class, _recorded_family(native, type_class))
+        for name, (native, type_class) in fields.items()
+    ]
 
 
-def _base_type(column: str) -> str:
-    """SQL: the type in ``column`` without its parameters, the name the family table lists."""
-    return f"trim(regexp_replace({column}, '{TYPE_PARAMETERS}', '', 'g'))"
+def _bound_rows(
+    prefix: str, rows: list[tuple[str, str | None, str | None]], params: dict[str, Any]
+) -> exp.Select:
+    """``rows`` (name, type, family) as a table of bound values (each added to ``params``
+    under a name starting with ``prefix``): names and types come from users and catalogs."""
+    values = []
+    for index, row in enumerate(rows):
+        cells: list[exp.Expression] = []
+        for part, value in zip(_JUDGED, row, strict=True):
+            params[f"{prefix}_{part}_{index}"] = value
+            cells.append(param(f"{prefix}_{part}_{index}"))
+        values.append(exp.tuple_(*cells))
+    if values:  # the first row types the columns (text, even where a value is NULL)
+        values[0] = exp.tuple_(*(exp.cast(cell, "VARCHAR") for cell in values[0].expressions))
+    empty = not values
+    if empty:  # VALUES needs a row: one of NULLs, filtered out
+        values = [exp.tuple_(*(exp.cast(exp.null(), "VARCHAR") for _ in _JUDGED))]
+    table = exp.Values(
+        expressions=values,
+        alias=exp.TableAlias(
+            this=exp.to_identifier(prefix), columns=[exp.to_identifier(c) for c in _JUDGED]
+        ),
+    )
+    query = exp.select(*_JUDGED).from_(table)
+    return query.where(exp.false()) if empty else query
 
 
 class SchemaContractControl(Control):
@@ -241,88 +262,54 @@ class SchemaContractControl(Control):
     def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """The snapshot's columns as DuckDB describes them (or the fields DataHub records of
-        the table, bound, reading no rows), joined by name to the contract's, both typed by
-        family; one snapshot at a time, as a relation over many files has their union of
-        columns, not each one's."""
-        if relation.partition_column:
-            raise ControlSpecError(
-                f"{self.type} judges one snapshot's schema at a time; "
-                "a relation over several snapshots has only their union of columns"
-            )
-        recorded: dict[str, list[str | None]] = {}
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """The snapshot's columns as its engine described them (or the fields DataHub records
+        of the table, reading no rows), each typed by family here, bound, and joined by name to
+        the contract's; the counts count the broken columns, the sample lists them by name."""
+        params: dict[str, Any] = {}
         if relation.recorded is not None:
-            recorded = _recorded_fields(relation.recorded)
-            found = """SELECT
-        unnest($recorded_names::VARCHAR[]) AS name,
-        unnest($recorded_types::VARCHAR[]) AS type,
-        unnest($recorded_classes::VARCHAR[]) AS type_class"""
-            scanned = "0"
+            found = _recorded_columns(relation.recorded)
+            scanned: exp.Expression = exp.Literal.number(0)
         else:
-            found = """SELECT column_name AS name, column_type AS type, NULL::VARCHAR AS type_class
-    FROM (DESCRIBE snapshot)"""
-            scanned = "(SELECT count(*) FROM snapshot)"
-        sql = f"""WITH snapshot AS NOT MATERIALIZED (
-{indent(relation.sql)}
-),
-found AS (
-    {found}
-),
-expected AS (
-    SELECT unnest($column_names) AS name, unnest($column_types) AS type
-),
-type_families(family, type_names) AS (
-    VALUES
-{indent(_family_values(), 8)}
-),
-class_families(type_class, family, refined_by) AS (
-    VALUES
-{indent(_class_values(), 8)}
-),
-typed AS (
-    SELECT
-        coalesce(expected.name, found.name) AS name,
-        expected.type AS expected,
-        coalesce(found.type, found.type_class) AS found,
-        found.name IS NOT NULL AS present,
-        coalesce(expected_family.family, expected.type) AS expected_family,
-        CASE
-            WHEN class_family.family IS NULL THEN coalesce(found_family.family, found.type)
-            WHEN list_contains(class_family.refined_by, found_family.family)
-                THEN found_family.family
-            ELSE class_family.family
-        END AS found_family
-    FROM expected
-    FULL JOIN found ON found.name = expected.name
-    LEFT JOIN type_families AS expected_family
-        ON list_contains(expected_family.type_names, {_base_type("expected.type")})
-    LEFT JOIN type_families AS found_family
-        ON list_contains(found_family.type_names, {_base_type("found.type")})
-    LEFT JOIN class_families AS class_family ON class_family.type_class = found.type_class
-),
-broken AS (
-    SELECT name, expected, found
-    FROM typed
-    WHERE (expected IS NOT NULL AND NOT present)
-        OR (expected IS NOT NULL AND NOT $text_only AND found_family <> expected_family)
-        OR (expected IS NULL AND NOT $allow_new_columns)
-)
-SELECT
-    {scanned}::BIGINT AS rows_scanned,
-    (SELECT count(*) FROM broken)::BIGINT AS violation_count,
-    (SELECT (list(row(name, expected, found) ORDER BY name))[1:$sample_size]
-        FROM broken) AS sample"""
-        params = {
-            **relation.params,
-            "column_names": list(self.columns),
-            "column_types": list(self.columns.values()),
-            "allow_new_columns": self.allow_new_columns,
-            "text_only": relation.text_only,
-            "sample_size": sample_size,
-            **recorded,
+            found = [(name, kind, type_family_of(kind)) for name, kind in relation.types.items()]
+            scanned = exp.select(exp.func("count", exp.Star())).from_(SNAPSHOT).subquery()
+        expected = [(name, kind, type_family_of(kind)) for name, kind in self.columns.items()]
+        contract, held = exp.column("name", "expected"), exp.column("name", "found")
+        broken = [exp.and_(contract.is_(exp.null()).not_(), held.is_(exp.null()))]
+        if not relation.text_only:  # a reader's text says nothing of the types
+            retyped = exp.column("family", "found").neq(exp.column("family", "expected"))
+            broken.append(exp.and_(contract.is_(exp.null()).not_(), retyped))
+        if not self.allow_new_columns:
+            broken.append(contract.copy().is_(exp.null()))
+        judged = (
+            exp.select(
+                exp.func("coalesce", contract, held).as_("name"),
+                exp.column("type", "expected").as_("expected"),
+                exp.column("type", "found").as_("found"),
+            )
+            .from_("expected")
+            .join("found", on=held.copy().eq(contract.copy()), join_type="FULL")
+            .where(exp.or_(*broken))
+        )
+        tables = {
+            "found": _bound_rows("found", found, params),
+            "expected": _bound_rows("expected", expected, params),
+            "broken": judged,
         }
-        return CompiledQuery(sql=sql, params=params)
+        counts = exp.select(
+            scanned.as_("rows_scanned"),
+            exp.select(exp.func("count", exp.Star())).from_("broken").subquery()
+            .as_("violation_count"),
+        )  # fmt: skip
+        sample = (
+            exp.select("name", "expected", "found")
+            .from_("broken")
+            .order_by(exp.Ordered(this=exp.column("name"), nulls_first=False))
+            .limit(sample_size)
+        )
+        for name, table in tables.items():
+            counts, sample = counts.with_(name, table), sample.with_(name, table)
+        return ControlQuery(counts=counts, sample=sample, params=params)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         column, expected, found = row

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from sqlglot import exp
 
+from reflex_actions.engines.base import FileTarget
 from reflex_actions.executor import run_control
 from reflex_actions.kinds.missing_rows import VolumeControl
+from reflex_actions.kinds.schema_change import SchemaContractControl
 from reflex_actions.kinds.stale_data import FreshnessControl
 from reflex_actions.sql import NO_ROWS, SNAPSHOT, RecordedFacts, Relation
 from tests.conformance.control_cases import HOSTILE_NAMES
@@ -95,3 +97,56 @@ def test_freshness_on_the_recorded_last_update_binds_it_in_every_dialect() -> No
     recorded = RecordedFacts(last_updated_ms=1_771_111_111_111)
     relation = Relation.of(NO_ROWS, recorded=recorded, as_of_ms=AS_OF_MS)
     check_every_dialect(control, relation, [], bound_values=[1_771_111_111_111, AS_OF_MS])
+
+
+# --- schema_contract -----------------------------------------------------------------------------
+def _no_describe(query: exp.Query) -> bool:
+    """No DuckDB-only construct: DESCRIBE, a list built, bound lists unnested or searched."""
+    shown = query.sql(dialect="duckdb").upper()
+    return not any(word in shown for word in ("DESCRIBE", "LIST(", "UNNEST", "LIST_CONTAINS"))
+
+
+@pytest.mark.parametrize("allow_new_columns", [True, False])
+def test_schema_contract_renders_in_every_dialect_every_name_and_type_bound(
+    allow_new_columns: bool,
+) -> None:
+    kept, dropped, new = HOSTILE_NAMES[0], HOSTILE_NAMES[2], HOSTILE_NAMES[3]
+    control = SchemaContractControl(
+        columns={kept: "BIGINT", dropped: "DECIMAL(18,2)"}, allow_new_columns=allow_new_columns
+    )
+    relation = table_relation({kept: "INTEGER", new: "TIMESTAMP WITH TIME ZONE"})
+    query = compiled(control, relation)
+    assert query.sample is not None and _no_describe(query.counts) and _no_describe(query.sample)
+    assert _reads_snapshot(query.counts)  # rows_scanned counts the snapshot's rows
+    check_every_dialect(
+        control,
+        relation,
+        [],
+        bound_values=[kept, dropped, new, "DECIMAL(18,2)", "TIMESTAMP WITH TIME ZONE"],
+    )
+
+
+def test_schema_contract_on_the_recorded_schema_renders_and_reads_no_data() -> None:
+    hostile_type = "int'); DROP TABLE t; --"
+    control = SchemaContractControl(columns={"id": "BIGINT"}, allow_new_columns=False)
+    fields = (("id", "int8", "number"), (HOSTILE_NAMES[0], hostile_type, None))
+    relation = Relation.of(NO_ROWS, recorded=RecordedFacts(columns=fields))
+    query = compiled(control, relation)
+    assert not _reads_snapshot(query.counts) and _no_describe(query.counts)
+    check_every_dialect(control, relation, [], bound_values=[HOSTILE_NAMES[0], hostile_type])
+
+
+def test_schema_contract_judges_the_described_types_whatever_the_reader(tmp_path: Path) -> None:
+    """The engine's description decides (``relation.types``), not a DESCRIBE of the reader's
+    query: a relation described as holding ``amount`` in a decimal breaks a BIGINT contract,
+    and the snapshot's rows are still counted."""
+    path = write_snapshot(tmp_path / "s.parquet", [{"id": i, "amount": i} for i in range(4)])
+    engine = RecordingEngine()
+    described = replace(
+        engine.relation(FileTarget(path)), types={"id": "BIGINT", "amount": "DECIMAL(9,2)"}
+    )
+    control = SchemaContractControl(columns={"id": "INTEGER", "amount": "BIGINT"})
+    evaluation = engine.evaluate(control, described, 5)
+    assert (evaluation.rows_scanned, evaluation.violation_count) == (4, 1)
+    assert evaluation.sample == [("amount", "BIGINT", "DECIMAL(9,2)")]
+    assert len(engine.fetched) == 2  # the counts, then the sample as they failed
