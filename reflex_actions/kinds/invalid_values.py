@@ -23,6 +23,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
+from sqlglot import exp
 
 from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
 from reflex_actions.bounded import excerpt
@@ -35,7 +36,15 @@ from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
-from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.sql import (
+    SNAPSHOT,
+    ControlQuery,
+    Relation,
+    column,
+    indent,
+    param,
+    quote_identifier,
+)
 from reflex_actions.vocabulary import display_name
 
 # DuckDB is imported where a query runs: defining the kinds and controls (all that
@@ -61,14 +70,14 @@ Number = (
 )
 Text = Annotated[str, Strict(), StringConstraints(max_length=MAX_VALUE_CHARS)]
 
-#: A row's value as the text both controls compare ({column} is the quoted column).
+#: A row's value as the text the history's evidence compares ({column} is the quoted column), and
+#: that text read as a number (NULL when it is not one): DuckDB text of the one query drafting
+#: runs over a whole history (the controls build the same as trees, see :class:`Value`).
 VALUE_AS_TEXT = "CAST({column} AS VARCHAR)"
-#: That text read as a number (NULL when it is not one). Read from the text unless the column's
-#: type is known to read as the same number directly (:func:`number_of`): a FLOAT or DOUBLE
-#: column's Parquet statistics leave NaNs out and DuckDB prunes by them (duckdb/duckdb#25521),
-#: so a filter on such a column itself can miss a NaN row, which is outside every range.
 TEXT_AS_NUMBER = "TRY_CAST({text} AS DOUBLE)"
-COLUMN_AS_NUMBER = "TRY_CAST({column} AS DOUBLE)"
+
+TEXT = exp.DataType.build("VARCHAR")
+DOUBLE = exp.DataType.build("DOUBLE")
 
 
 #: DuckDB's integer types and the values they hold.
@@ -111,14 +120,29 @@ def native_number_type(column_type: str | None, bounds: list[int | float]) -> st
     return f"DECIMAL({precision},{scale})" if fits else None
 
 
-def number_of(column: str, text: str, column_type: str | None) -> str:
-    """A value as a number: the column cast directly where that is the number its text reads
-    as and no NaN can hide (text, integer and DECIMAL types), else its text read as one (cast
-    per row to text: a backtest, whose column types are unknown, pays that)."""
-    direct = column_type == "VARCHAR" or column_type in INTEGER_RANGES
-    if direct or DECIMAL_TYPE.fullmatch(column_type or ""):
-        return COLUMN_AS_NUMBER.format(column=column)
-    return TEXT_AS_NUMBER.format(text=text)
+@dataclass(frozen=True)
+class Value:
+    """A row's value of the judged field as trees: the column itself, its text (what both
+    controls compare, so a CSV snapshot read as text and a Parquet one count alike), and that
+    text read as a number (NULL when it is not one)."""
+
+    column: exp.Column
+    text: exp.Expression
+    number: exp.Expression
+
+    @classmethod
+    def of(cls, name: str, column_type: str | None) -> Value:
+        """An integer or DECIMAL column is cast to a number directly (the number its text
+        reads as; such a cast cannot fail). Any other value's text is read as one softly (NULL
+        when it is none), text columns and unknown types alike (a backtest, whose column types
+        are unknown, pays a cast per row to text). Not the column of a FLOAT or DOUBLE type
+        itself: its Parquet statistics leave NaNs out and DuckDB prunes by them
+        (duckdb/duckdb#25521), so a filter on it can miss a NaN row, outside every range."""
+        field = column(name)
+        text = exp.Cast(this=field.copy(), to=TEXT.copy())
+        if column_type in INTEGER_RANGES or DECIMAL_TYPE.fullmatch(column_type or ""):
+            return cls(field, text, exp.Cast(this=field.copy(), to=DOUBLE.copy()))
+        return cls(field, text, exp.TryCast(this=text.copy(), to=DOUBLE.copy(), safe=True))
 
 
 class FieldValuesControl(Control):
@@ -135,11 +159,12 @@ class FieldValuesControl(Control):
         return validate_column_name(value)
 
     @abstractmethod
-    def offending(self, column_type: str | None) -> tuple[str, dict[str, Any]]:
-        """The SQL condition on a non-NULL value that makes it invalid, written with ``{text}``
-        (its text), ``{number}`` (it as a number) or ``{column}`` (the column itself, when its
-        engine type ``column_type`` allows the same judgement natively), and the parameters it
-        binds."""
+    def offending(
+        self, value: Value, column_type: str | None
+    ) -> tuple[exp.Expression, dict[str, Any]]:
+        """The condition on a non-NULL ``value`` that makes it invalid (on its text, it as a
+        number, or the column itself when its engine type ``column_type`` allows the same
+        judgement natively), and the values it binds."""
 
     def required_columns(self) -> list[str]:
         return [self.field]
@@ -151,50 +176,31 @@ class FieldValuesControl(Control):
     def allowed_violations(self, rows_scanned: int) -> int:
         return 0
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """The rows are counted on their own (a Parquet footer answers that) and the condition
-        filters the scan, so only the offending rows are judged further and grouped for the
-        sample, as a hand-written ``WHERE … GROUP BY`` does (a wide column is never grouped
-        whole). The snapshot is read twice, never materialized."""
-        column = quote_identifier(self.field)
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """Counts in one pass over the rows: every row, and those whose non-NULL value is
+        invalid. The sample, run only on failure, groups the invalid values by their text,
+        most rows first (a wide column is never grouped whole)."""
         column_type = relation.types.get(self.field)
-        template, params = self.offending(column_type)
-        text = VALUE_AS_TEXT.format(column=column)
-        number = number_of(column, text, column_type)
-        condition = template.format(text=text, number=number, column=column)
-        part = quote_identifier(relation.partition_column) if relation.partition_column else ""
-        by_partition = f"\nGROUP BY {part}" if part else ""
-        joined = (
-            f"totals LEFT JOIN samples USING ({part})\nORDER BY {part}"
-            if part
-            else "totals, samples"
+        value = Value.of(self.field, column_type)
+        condition, params = self.offending(value, column_type)
+        invalid = exp.and_(value.column.is_(exp.null()).not_(), exp.paren(condition))
+        flagged = exp.Case(ifs=[exp.If(this=invalid, true=exp.Literal.number(1))])
+        counts = exp.select(
+            exp.func("count", exp.Star()).as_("rows_scanned"),
+            exp.func("count", flagged).as_("violation_count"),
+        ).from_(SNAPSHOT)
+        sample = (
+            exp.select(value.text.as_("value"), exp.func("count", exp.Star()).as_("occurrences"))
+            .from_(SNAPSHOT)
+            .where(invalid.copy())
+            .group_by(value.text.copy())
+            .order_by(
+                exp.Ordered(this=exp.column("occurrences"), desc=True),
+                exp.Ordered(this=exp.column("value")),
+            )
+            .limit(sample_size)
         )
-        sql = f"""WITH snapshot AS NOT MATERIALIZED (
-{indent(relation.sql)}
-),
-totals AS (
-    SELECT {relation.partition_select()}count(*)::BIGINT AS rows_scanned
-    FROM snapshot{by_partition}
-),
-offending AS (
-    SELECT {relation.partition_select()}{text} AS value,
-        count(*) AS occurrences
-    FROM snapshot
-    WHERE {column} IS NOT NULL AND ({condition})
-    GROUP BY ALL
-),
-samples AS (
-    SELECT {relation.partition_select()}sum(occurrences)::BIGINT AS violation_count,
-        (list(row(value, occurrences)
-        ORDER BY occurrences DESC, value))[1:$sample_size] AS sample
-    FROM offending{by_partition}
-)
-SELECT {relation.partition_select()}rows_scanned,
-    coalesce(violation_count, 0)::BIGINT AS violation_count, sample
-FROM {joined}"""
-        return CompiledQuery(
-            sql=sql, params={**relation.params, **params, "sample_size": sample_size}
-        )
+        return ControlQuery(counts=counts, sample=sample, params=params)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         value, occurrences = row
@@ -219,19 +225,24 @@ class AcceptedValuesControl(FieldValuesControl):
             seen.add(key)
         return values
 
-    def offending(self, column_type: str | None) -> tuple[str, dict[str, Any]]:
-        """``list_contains`` in the scan's filter (DuckDB evaluates it once per distinct value
-        of a dictionary-encoded column; ``= ANY`` costs 4x that on 10M rows)."""
-        texts = [value for value in self.values if isinstance(value, str)]
-        numbers = [float(value) for value in self.values if not isinstance(value, str)]
-        accepted, params = [], {}
+    def offending(
+        self, value: Value, column_type: str | None
+    ) -> tuple[exp.Expression, dict[str, Any]]:
+        """Neither a listed text nor a listed number: an ``IN`` list of one placeholder per
+        value (a value that is no number is in no list of numbers)."""
+        texts = [listed for listed in self.values if isinstance(listed, str)]
+        numbers = [float(listed) for listed in self.values if not isinstance(listed, str)]
+        params = {f"accepted_{i}": listed for i, listed in enumerate([*texts, *numbers])}
+        names = iter(params)
+        accepted: list[exp.Expression] = []
         if texts:
-            accepted.append("list_contains($accepted_texts, {text})")
-            params["accepted_texts"] = texts
+            listed = [param(next(names)) for _ in texts]
+            accepted.append(exp.In(this=value.text.copy(), expressions=listed))
         if numbers:
-            accepted.append("coalesce(list_contains($accepted_numbers, {number}), false)")
-            params["accepted_numbers"] = numbers
-        return f"NOT ({' OR '.join(accepted)})", params
+            listed = [param(next(names)) for _ in numbers]
+            among = exp.In(this=value.number.copy(), expressions=listed)
+            accepted.append(exp.func("coalesce", among, exp.false()))
+        return exp.or_(*accepted).not_(), params
 
     def describe(self) -> str:
         shown = ", ".join(str(value) for value in self.values[:DESCRIBED_VALUES])
@@ -255,7 +266,9 @@ class ValueRangeControl(FieldValuesControl):
             raise ValueError(f"min {self.min} is greater than max {self.max}")
         return self
 
-    def offending(self, column_type: str | None) -> tuple[str, dict[str, Any]]:
+    def offending(
+        self, value: Value, column_type: str | None
+    ) -> tuple[exp.Expression, dict[str, Any]]:
         """On a numeric column whose type holds both bounds exactly, the column is compared in
         its own type (no per-row cast: the filter reaches the scan, as a hand-written one does);
         otherwise the value read as a DOUBLE is, and one that is no number is outside."""
@@ -267,11 +280,22 @@ class ValueRangeControl(FieldValuesControl):
         params = {name: float(bound) for name, bound in bounds.items()}
         native = native_number_type(column_type, list(bounds.values()))
         if native is not None:
-            beyond = {"min": "<", "max": ">"}
-            outside = [f"{{column}} {beyond[name]} CAST(${name} AS {native})" for name in params]
-            return " OR ".join(outside), params
-        within = [f"{{number}} {'>=' if name == 'min' else '<='} ${name}" for name in params]
-        return f"NOT coalesce({' AND '.join(within)}, false)", params
+            own_type = exp.DataType.build(native, dialect="duckdb")
+            outside = [
+                (exp.LT if name == "min" else exp.GT)(
+                    this=value.column.copy(),
+                    expression=exp.Cast(this=param(name), to=own_type.copy()),
+                )
+                for name in params
+            ]
+            return exp.or_(*outside), params
+        within = [
+            (exp.GTE if name == "min" else exp.LTE)(
+                this=value.number.copy(), expression=param(name)
+            )
+            for name in params
+        ]
+        return exp.func("coalesce", exp.and_(*within), exp.false()).not_(), params
 
     def describe(self) -> str:
         if self.max is None:
