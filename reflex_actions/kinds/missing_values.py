@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
+from sqlglot import exp
 
 from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
@@ -27,7 +28,7 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
-from reflex_actions.sql import CompiledQuery, Relation, indent, quote_identifier
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column
 from reflex_actions.vocabulary import display_name
 
 MISSING_VALUES = "missing_values"
@@ -82,60 +83,30 @@ class NotNullControl(FieldsControl):
         # as the decimal the steward wrote: 0.29 of 100 rows allows 29, not 28.999...
         return int(Decimal(str(self.max_null_fraction)) * rows_scanned)
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """Counts in one pass over the rows; only rows with a NULL are read for the examples."""
-        partition = relation.partition_select()
-        part = quote_identifier(relation.partition_column) if relation.partition_column else ""
-        key_list = ", ".join(quote_identifier(name) for name in self.sample_key)
-        checked = [quote_identifier(name) for name in self.checked_fields]
-        any_null = " OR ".join(f"{name} IS NULL" for name in checked)
-        is_null = ", ".join(f"{name} IS NULL" for name in checked)
-        null_counts = ", ".join(f"count(*) FILTER (WHERE {name} IS NULL)" for name in checked)
-        by_partition = f"\nGROUP BY {part}" if part else ""
-        order = f"{key_list}, [{is_null}]"
-        # a limit reads only the first NULL rows; per partition (a backtest) a window is needed
-        first = (
-            f"QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY {order}) <= $sample_size"
-            if part
-            else f"ORDER BY {order}\n    LIMIT $sample_size"
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """Counts in one pass over the rows. The sample, run only on failure, reads the rows
+        with a NULL: the first by key (then by which fields are NULL), each with the NULL
+        count of every checked field over the snapshot (a window over those rows alone)."""
+        nulls = [column(name).is_(exp.null()) for name in self.checked_fields]
+        any_null = exp.or_(*nulls)
+        counts = exp.select(
+            exp.func("count", exp.Star()).as_("rows_scanned"),
+            _count_where(any_null).as_("violation_count"),
+        ).from_(SNAPSHOT)
+        keys = [column(name) for name in self.sample_key]
+        null_counts = [exp.Window(this=_count_where(null.copy())) for null in nulls]
+        sample = (
+            exp.select(*keys, *(null.copy() for null in nulls), *null_counts)
+            .from_(SNAPSHOT)
+            .where(any_null.copy())
+            .order_by(*(exp.Ordered(this=by.copy(), nulls_first=False) for by in [*keys, *nulls]))
+            .limit(sample_size)
         )
-        joined = (
-            f"counted LEFT JOIN examples USING ({part})\nORDER BY {part}"
-            if part
-            else ("counted, examples")
-        )
-        sql = f"""WITH snapshot AS NOT MATERIALIZED (
-{indent(relation.sql)}
-),
-counted AS (
-    SELECT {partition}count(*)::BIGINT AS rows_scanned,
-        count(*) FILTER (WHERE {any_null})::BIGINT AS null_rows,
-        [{null_counts}] AS null_counts
-    FROM snapshot{by_partition}
-),
-first_nulls AS (
-    SELECT {partition}row({key_list}, [{is_null}]) AS example
-    FROM snapshot
-    WHERE {any_null}
-    {first}
-),
-examples AS (
-    SELECT {partition}list(example) AS examples
-    FROM first_nulls{by_partition}
-)
-SELECT
-    {partition}rows_scanned,
-    null_rows AS violation_count,
-    (
-        SELECT list(row(example, null_counts) ORDER BY example)
-        FROM unnest(examples) AS listed(example)
-    ) AS sample
-FROM {joined}"""
-        params = {**relation.params, "sample_size": sample_size}
-        return CompiledQuery(sql=sql, params=params)
+        return ControlQuery(counts=counts, sample=sample)
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
-        (*key_values, is_null), null_counts = row
+        keys, checked = len(self.sample_key), len(self.checked_fields)
+        key_values, is_null, null_counts = row[:keys], row[keys:-checked], row[-checked:]
         return {
             "key": dict(zip(self.sample_key, key_values, strict=True)),
             "null_fields": [
@@ -273,6 +244,11 @@ class MissingValuesKind(LessonKind):
                 signal = signal.model_copy(update={"reason": reason})
             signals.append(signal)
         return signals, mapping
+
+
+def _count_where(condition: exp.Expression) -> exp.Expression:
+    """The rows meeting ``condition``, in every dialect (0 when there are none)."""
+    return exp.func("count", exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))]))
 
 
 def _names(text: IncidentText, field: str) -> bool:

@@ -169,19 +169,14 @@ def test_every_null_row_is_a_violation_and_the_fraction_an_allowance(
     assert result.rows_scanned == 10
     assert (result.violation_count, result.allowed_violations) == (null_rows, allowance)
     assert result.passed is (null_rows <= allowance)
-    # every NULL row is an example, whether or not the fraction allows it; the key defaults to
-    # the checked field, so each example shows it NULL
-    assert (
-        result.sample
-        == [
-            {
-                "key": {"account_id": None},
-                "null_fields": ["account_id"],
-                "null_counts": {"account_id": null_rows},
-            }
-        ]
-        * null_rows
-    )
+    # a failing check shows every NULL row as an example (a passing one reads no examples);
+    # the key defaults to the checked field, so each example shows it NULL
+    example = {
+        "key": {"account_id": None},
+        "null_fields": ["account_id"],
+        "null_counts": {"account_id": null_rows},
+    }
+    assert result.sample == ([] if result.passed else [example] * null_rows)
 
 
 def test_the_sample_shows_the_key_and_which_fields_are_null(tmp_path: Path) -> None:

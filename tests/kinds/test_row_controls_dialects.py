@@ -1,0 +1,127 @@
+"""The row-value controls (``not_null``, ``accepted_values``, ``value_range``) compile to
+dialect-neutral trees: their counts and samples, rendered in every executing and rendering-only
+dialect, parse back, quote every (hostile) name the dialect's way and carry every value as a bound
+parameter; a passing snapshot reads the counts only, a failing one the sample too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reflex_actions.controls import Control
+from reflex_actions.executor import run_control
+from reflex_actions.kinds.invalid_values import AcceptedValuesControl, ValueRangeControl
+from reflex_actions.kinds.missing_values import NotNullControl
+from reflex_actions.sql import SHOWN_DIALECT
+from tests.conformance.control_cases import HOSTILE_NAMES
+from tests.conformance.dialect_rendering import (
+    RENDERED_DIALECTS,
+    RecordingEngine,
+    check_every_dialect,
+    compiled,
+    quoted,
+    table_relation,
+)
+from tests.conftest import write_snapshot
+
+#: values no rendered text may hold (each is bound): texts and numbers found nowhere else
+TEXTS = ["EUR'; DROP TABLE t; --", "ZZ$1?"]
+NUMBERS = [123457, 98765.25]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_not_null_renders_in_every_dialect_quoting_every_name(name: str) -> None:
+    key = f"{name} key"
+    control = NotNullControl(fields=[name, "other"], key=[key])
+    texts = check_every_dialect(control, table_relation(), [name, "other"])
+    assert set(texts) == set(RENDERED_DIALECTS)
+    for dialect, (counts, sample) in texts.items():  # the key identifies the sampled rows only
+        assert quoted(key, dialect) not in counts and quoted(key, dialect) in sample, dialect
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+@pytest.mark.parametrize("column_type", [None, "VARCHAR", "DOUBLE", "BIGINT"])
+def test_accepted_values_render_in_every_dialect_with_every_value_bound(
+    name: str, column_type: str | None
+) -> None:
+    control = AcceptedValuesControl(field=name, values=[*TEXTS, *NUMBERS])
+    relation = table_relation({name: column_type} if column_type else {})
+    texts = check_every_dialect(control, relation, [name], bound_values=[*TEXTS, *NUMBERS])
+    assert all(len(queries) == 2 for queries in texts.values())
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+@pytest.mark.parametrize(
+    "column_type", [None, "VARCHAR", "DOUBLE", "BIGINT", "DECIMAL(18,2)", "TINYINT"]
+)
+def test_value_range_renders_in_every_dialect_with_its_bounds_bound(
+    name: str, column_type: str | None
+) -> None:
+    """Natively compared (integer, DECIMAL) or read as a number, the bounds stay bound."""
+    control = ValueRangeControl(field=name, min=-4321, max=98765)
+    relation = table_relation({name: column_type} if column_type else {})
+    texts = check_every_dialect(control, relation, [name], bound_values=[-4321, 4321, 98765])
+    assert all(len(queries) == 2 for queries in texts.values())
+
+
+def test_the_duckdb_text_a_steward_reads_names_no_duckdb_only_construct() -> None:
+    """The shown trees are portable SQL: no list aggregates, FILTER, QUALIFY or ``::`` casts."""
+    relation = table_relation({"amount": "DECIMAL(18,2)"})
+    for control in (
+        NotNullControl(fields=["account_id", "amount"], key=["id"]),
+        AcceptedValuesControl(field="currency", values=["EUR", 7]),
+        ValueRangeControl(field="amount", min=0, max=10.5),
+    ):
+        shown = compiled(control, relation).shown(relation, SHOWN_DIALECT).upper()
+        for construct in ("LIST(", "LIST_CONTAINS", "ROW(", "FILTER (", "QUALIFY", "::", "[1:"):
+            assert construct not in shown, (control.type, construct, shown)
+
+
+ROWS = [
+    {"id": "t3", "account": "a3", "currency": "EUR", "amount": 10},
+    {"id": "t1", "account": "a1", "currency": "GBP", "amount": 250},
+    {"id": "t2", "account": "a2", "currency": "EUR", "amount": 0},
+]
+BROKEN = [
+    *ROWS,
+    {"id": "t5", "account": None, "currency": "XXX", "amount": -5},
+    {"id": "t4", "account": None, "currency": "XXX", "amount": -5},
+]
+CONTROLS = {
+    "not_null": NotNullControl(field="account", key=["id"]),
+    "accepted_values": AcceptedValuesControl(field="currency", values=["EUR", "GBP"]),
+    "value_range": ValueRangeControl(field="amount", min=0, max=250),
+}
+#: each control's first example on the broken snapshot, worst first
+FIRST_EXAMPLE: dict[str, dict[str, Any]] = {
+    "not_null": {"key": {"id": "t4"}, "null_fields": ["account"], "null_counts": {"account": 2}},
+    "accepted_values": {"value": "XXX", "occurrences": 2},
+    "value_range": {"value": "-5", "occurrences": 2},
+}
+
+
+@pytest.mark.parametrize("snapshot_format", ["parquet", "csv"])
+@pytest.mark.parametrize("type_name", list(CONTROLS))
+def test_a_passing_snapshot_reads_the_counts_only_a_failing_one_the_sample_too(
+    tmp_path: Path, type_name: str, snapshot_format: str
+) -> None:
+    control: Control = CONTROLS[type_name]
+    good = write_snapshot(tmp_path / f"good.{snapshot_format}", ROWS)
+    engine = RecordingEngine()
+    passed = run_control(control, good, engine=engine)
+    assert (passed.passed, passed.rows_scanned, passed.violation_count, passed.sample) == (
+        True,
+        3,
+        0,
+        [],
+    )
+    assert len(engine.fetched) == 1
+
+    bad = write_snapshot(tmp_path / f"bad.{snapshot_format}", BROKEN)
+    engine = RecordingEngine()
+    failed = run_control(control, bad, engine=engine)
+    assert (failed.passed, failed.rows_scanned, failed.violation_count) == (False, 5, 2)
+    assert failed.sample[0] == FIRST_EXAMPLE[type_name]
+    assert len(engine.fetched) == 2
