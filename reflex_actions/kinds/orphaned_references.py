@@ -137,8 +137,45 @@ class ReferentialIntegrityControl(Control):
 #: run in the child's type. Only these names are ever built into a query's types.
 ONE_TEXT_FORM = re.compile(
     r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|"
-    r"DECIMAL\(\d{1,2},\d{1,2}\)|DATE|TIMESTAMP|UUID|BOOLEAN)"
+    r"DECIMAL\((\d{1,2}),(\d{1,2})\)|DATE|TIMESTAMP|UUID|BOOLEAN)"
 )
+#: Most digits of each integer type's values.
+INTEGER_DIGITS = {
+    "TINYINT": 3,
+    "SMALLINT": 5,
+    "INTEGER": 10,
+    "BIGINT": 19,
+    "HUGEINT": 39,
+    "UTINYINT": 3,
+    "USMALLINT": 5,
+    "UINTEGER": 10,
+    "UBIGINT": 20,
+}
+_HEX = "[0-9a-f]"
+#: The shape of the one text form of the other types (no backslashes: dialects escape them
+#: differently in literals).
+TEXT_FORMS = {
+    "DATE": "^[0-9]{4,}-[0-9]{2}-[0-9]{2}$",
+    "TIMESTAMP": "^[0-9]{4,}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$",
+    "UUID": f"^{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$",
+    "BOOLEAN": "^(true|false)$",
+}
+
+
+def text_form(type_name: str) -> str:
+    """A regular expression every text form of ``type_name`` (one of ONE_TEXT_FORM) matches,
+    so that only text of that shape is cast: a dialect without a cast that fails softly
+    (PostgreSQL) casts no text that cannot be a value of the type."""
+    decimal = ONE_TEXT_FORM.fullmatch(type_name)
+    if type_name in INTEGER_DIGITS:
+        return f"^-?[0-9]{{1,{INTEGER_DIGITS[type_name]}}}$"
+    if decimal is not None and decimal.group(2) is not None:
+        precision, scale = int(decimal.group(2)), int(decimal.group(3))
+        whole = f"[0-9]{{1,{precision - scale}}}" if precision > scale else "0"
+        return f"^-?{whole}" + (f"[.][0-9]{{{scale}}}$" if scale else "$")
+    return TEXT_FORMS[type_name]
+
+
 #: The names the query gives the child's rows, the parent's distinct values, and its columns.
 CHILD, PARENT_VALUES, MATCHED, MISSING = "child", "parent_values", "parent_value", "missing_value"
 
@@ -159,14 +196,18 @@ def _compared_values(
     child: exp.Column, parent: exp.Column, child_type: str | None, parent_type: str | None
 ) -> tuple[exp.Expression, exp.Select]:
     """The child's value as compared, and the query of the parent's values it is compared
-    with (as ``value``). One type: both as they are. A child type of one text form: the
-    parent's text read safely in it, kept where it prints back as that text. Otherwise both
-    as text."""
+    with (as ``parent_value``). One type: both as they are. A child type of one text form: the
+    parent's text of that form's shape read in it (softly, where the dialect can), kept where
+    it prints back as that text. Otherwise both as text."""
     if child_type is not None and child_type == parent_type:
         return child, exp.select(parent.as_(MATCHED)).from_(PARENT)
     if child_type is not None and ONE_TEXT_FORM.fullmatch(child_type):
-        typed = exp.TryCast(
-            this=_as_text(parent), to=exp.DataType.build(child_type, dialect="duckdb"), safe=True
+        text = _as_text(parent)
+        typed = exp.case().when(
+            exp.RegexpLike(this=text, expression=exp.Literal.string(text_form(child_type))),
+            exp.TryCast(
+                this=text.copy(), to=exp.DataType.build(child_type, dialect="duckdb"), safe=True
+            ),
         )
         prints_back = _as_text(typed).eq(_as_text(parent))
         return child, exp.select(typed.copy().as_(MATCHED)).from_(PARENT).where(prints_back)
