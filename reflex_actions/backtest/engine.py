@@ -1,9 +1,11 @@
-"""Evaluate a control on every snapshot of each candidate's history, one DuckDB query each.
+"""Evaluate a control on every point of each candidate's history, one query (or two) each.
 
-Snapshots are judged independently, several at once: a bounded pool of worker threads, each
-with its own cursor on one DuckDB database, so the memory limit and spill folder bound them
-all together. A control judging volume needs the counts of the snapshots before each one, so
-its snapshots are judged in order, one at a time.
+A history point is a target an engine reads: a snapshot file of a folder, a partition of a
+table, an Iceberg snapshot, a Delta version. Points are judged independently, several at once:
+a bounded pool of threads, each with its own ``engine.worker()`` (a cursor on one DuckDB
+database, so the memory limit and spill folder bound them all; a connection to a server),
+reading one point at a time. A control judging volume needs the counts of the points before
+each one, so its points are judged in order, one at a time.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-import duckdb
-
-from reflex_actions.backtest.history import FailureLabel, History, last_changed_ms
+from reflex_actions.backtest.history import (
+    FailureLabel,
+    History,
+    HistoryPoint,
+    last_changed_ms,
+)
 from reflex_actions.backtest.metrics import (
     BacktestReport,
     DatasetBacktest,
@@ -28,12 +33,10 @@ from reflex_actions.backtest.metrics import (
     SnapshotOutcome,
 )
 from reflex_actions.controls import Control
-from reflex_actions.engines.base import Evaluation, FileTarget
-from reflex_actions.engines.duckdb import DuckDBEngine
+from reflex_actions.engines.base import Engine, Evaluation
 from reflex_actions.errors import ReflexError, SnapshotError, SnapshotUnreadableError
 from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
 from reflex_actions.kinds import kind_for_control
-from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import RecordedFacts
 
 DEFAULT_SAMPLE_SIZE = 3
@@ -52,39 +55,38 @@ _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
 
 
-class CursorPool:
-    """At most ``size`` worker threads, each with its own cursor on one DuckDB database (so
-    one memory limit and one spill folder bound them all), running tasks concurrently."""
+class WorkerPool:
+    """At most ``size`` threads judging at once, each on its own worker of one engine, opened on
+    its first task (a cursor on one DuckDB database: one memory limit and one spill folder bound
+    them all; a worker reads one point at a time)."""
 
-    def __init__(self, database: duckdb.DuckDBPyConnection, size: int) -> None:
-        self._database = database
+    def __init__(self, engine: Engine, size: int) -> None:
+        self.engine = engine
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="reflex-backtest")
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._workers: list[Engine] = []
 
-    def _cursor(self) -> duckdb.DuckDBPyConnection:
-        """This worker thread's cursor, opened on its first task."""
-        cursor = getattr(self._local, "cursor", None)
-        if cursor is None:
-            cursor = self._database.cursor()
-            self._local.cursor = cursor
+    def _worker(self) -> Engine:
+        """This thread's worker, opened on its first task."""
+        worker = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = self.engine.worker()
+            self._local.worker = worker
             with self._lock:
-                self._cursors.append(cursor)
-        return cursor
+                self._workers.append(worker)
+        return worker
 
-    def _run(
-        self, task: Callable[[duckdb.DuckDBPyConnection, _Item], _Result], item: _Item
-    ) -> _Result:
-        return task(self._cursor(), item)
+    def _run(self, task: Callable[[Engine, _Item], _Result], item: _Item) -> _Result:
+        return task(self._worker(), item)
 
     def map(
         self,
-        task: Callable[[duckdb.DuckDBPyConnection, _Item], _Result],
+        task: Callable[[Engine, _Item], _Result],
         items: Sequence[_Item],
         done: Callable[[int], None] | None = None,
     ) -> list[_Result]:
-        """``task(cursor, item)`` for every item, several at once; results in ``items`` order.
+        """``task(worker, item)`` for every item, several at once; results in ``items`` order.
         ``done`` is called on this thread with how many have finished, as each finishes."""
         futures: list[Future[_Result]] = [
             self._executor.submit(self._run, task, item) for item in items
@@ -96,16 +98,18 @@ class CursorPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
-        for cursor in self._cursors:
-            cursor.close()
+        for worker in self._workers:
+            worker.close()
 
 
 @contextmanager
-def _database(
-    memory_limit: str, workers: int
-) -> Iterator[tuple[duckdb.DuckDBPyConnection, CursorPool]]:
-    """One DuckDB database with the memory limit and a temporary spill folder, and a pool of
-    ``workers`` cursors on it."""
+def _duckdb_engine(memory_limit: str) -> Iterator[Engine]:
+    """The embedded engine on one DuckDB database with the memory limit and a temporary spill
+    folder."""
+    import duckdb
+
+    from reflex_actions.engines.duckdb import DuckDBEngine
+
     with tempfile.TemporaryDirectory(prefix="reflex-backtest-") as spill_dir:
         con = duckdb.connect(
             config={
@@ -114,12 +118,21 @@ def _database(
                 "preserve_insertion_order": False,
             }
         )
-        pool = CursorPool(con, workers)
         try:
-            yield con, pool
+            yield DuckDBEngine(con)
+        finally:
+            con.close()
+
+
+@contextmanager
+def _pool(engine: Engine | None, memory_limit: str, workers: int) -> Iterator[WorkerPool]:
+    """A pool of ``workers`` on ``engine`` (the caller's to close), or on the embedded one."""
+    with _duckdb_engine(memory_limit) if engine is None else nullcontext(engine) as used:
+        pool = WorkerPool(used, workers)
+        try:
+            yield pool
         finally:
             pool.close()
-            con.close()
 
 
 def backtest(
@@ -132,25 +145,29 @@ def backtest(
     controls_by_dataset: Mapping[str, Control] | None = None,
     references: Mapping[str, History] | None = None,
     workers: int = DEFAULT_WORKERS,
+    engine: Engine | None = None,
 ) -> BacktestReport:
     """Backtest ``control`` on each history and score it against the histories' labels.
 
     ``controls_by_dataset`` overrides the control for some datasets (by history dataset name),
     e.g. the same uniqueness check on a dataset that names the key differently. ``references``
     holds the histories of the datasets a referencing control checks against (by dataset urn):
-    each child snapshot is paired with the parent's snapshot of the same id, or its latest one
-    before it (:meth:`History.snapshot_for`). ``workers`` snapshots are judged at once.
+    each child point is paired with the parent's snapshot of the same id, or its latest one
+    before it (:meth:`History.snapshot_for`). ``workers`` points are judged at once, on
+    ``engine`` (the embedded DuckDB engine, bounded by ``memory_limit``, when None).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ReflexError(f"backtest workers must be a whole number of at least 1, not {workers!r}")
+    if engine is not None:
+        _check_reads(engine, histories)
     started = time.perf_counter()
     datasets: list[DatasetBacktest] = []
     outcomes: list[SnapshotOutcome] = []
-    with _database(memory_limit, workers) as (con, pool):
+    with _pool(engine, memory_limit, workers) as pool:
         for history in histories:
             own_control = (controls_by_dataset or {}).get(history.dataset, control)
             dataset, dataset_outcomes = _backtest_history(
-                con, pool, own_control, history, sample_size, progress, references or {}
+                pool, own_control, history, sample_size, progress, references or {}
             )
             datasets.append(dataset)
             outcomes.extend(dataset_outcomes)
@@ -169,21 +186,32 @@ def backtest(
     )
 
 
+def _check_reads(engine: Engine, histories: Sequence[History]) -> None:
+    """Every history's points must be targets ``engine`` reads: bad input otherwise."""
+    for history in histories:
+        for point in history.points[:1]:
+            if not engine.supports(point.target):
+                raise ReflexError(
+                    f"the {engine.name} engine does not read the history of {history.dataset} "
+                    f"({history.shown[:200]})"
+                )
+
+
 @dataclass(frozen=True)
 class _Judgement:
-    """One snapshot to judge and what it is judged with: the parent snapshot it is paired
-    with (a referencing control), the time it is judged as of and the dataset's last update
-    then (a control judged as of a time)."""
+    """One point to judge and what it is judged with: the parent snapshot it is paired with
+    (a referencing control), the time it is judged as of and the dataset's last update then
+    (a control judged as of a time)."""
 
-    snapshot: SnapshotFile
+    #: the point judged (named as the snapshot it is)
+    snapshot: HistoryPoint
     reference: ReferenceSnapshot | None = None
     as_of_ms: int | None = None
     last_updated_ms: int | None = None
 
 
 def _backtest_history(
-    con: duckdb.DuckDBPyConnection,
-    pool: CursorPool,
+    pool: WorkerPool,
     control: Control,
     history: History,
     sample_size: int,
@@ -194,14 +222,15 @@ def _backtest_history(
     unusable: dict[str, str] = {}
     target = control.referenced()
     parent = references.get(target.dataset) if target else None
+    points = history.points
     if target is not None and parent is None:
         judgements = []
-        for snapshot in history.snapshots:
-            unusable[snapshot.snapshot_id] = f"no history of {target.dataset}, which it references"
+        for point in points:
+            unusable[point.snapshot_id] = f"no history of {target.dataset}, which it references"
     else:
         judgements = _judgements(control, history, parent, unusable)
     raw: dict[str, Evaluation] = {}
-    judged = _judge_all(con, pool, control, judgements, sample_size, history.dataset, progress)
+    judged = _judge_all(pool, control, judgements, sample_size, history.dataset, progress)
     for snapshot_id, result in judged.items():
         if isinstance(result, str):
             unusable[snapshot_id] = result
@@ -220,22 +249,22 @@ def _backtest_history(
             control,
             history,
             labels,
-            snapshot,
-            raw.get(snapshot.snapshot_id),
+            point,
+            raw.get(point.snapshot_id),
             unusable,
-            checked_against.get(snapshot.snapshot_id),
+            checked_against.get(point.snapshot_id),
         )
-        for snapshot in history.snapshots
+        for point in points
     ]
     applicable = any(outcome.evaluable for outcome in outcomes)
     reason = None
-    if not history.snapshots:
-        reason = f"no snapshots in {history.folder}"
+    if not points:
+        reason = f"no snapshots in {history.shown}"
     elif not applicable:
         reason = "no snapshot could be evaluated: " + next(iter(unusable.values()))
     dataset = DatasetBacktest(
         dataset=history.dataset,
-        history=str(history.folder),
+        history=history.shown,
         applicable=applicable,
         reason=reason,
         labels_without_snapshot=history.labels_without_snapshot(),
@@ -253,52 +282,50 @@ def _on_last_update(control: Control) -> bool:
 def _judgements(
     control: Control, history: History, parent: History | None, unusable: dict[str, str]
 ) -> list[_Judgement]:
-    """The snapshots to judge, each as a landing run would have judged it: against its paired
-    snapshot of the ``parent`` history (a child snapshot with none to pair is not evaluable),
+    """The points to judge, each as a landing run would have judged it: against its paired
+    snapshot of the ``parent`` history (a child point with none to pair is not evaluable),
     and as of the time it was taken for a control judged as of a time (with the dataset's last
-    update replayed from the history: the first of the snapshots since its content last
+    update replayed from the history: the first of the points since its content last
     changed). Those that cannot be judged get their reason in ``unusable``."""
     judgements = []
     # the replay reads every file's bytes: only for a control judged on the last update
     last_updates = last_changed_ms(history) if _on_last_update(control) else {}
-    for snapshot in history.snapshots:
-        as_of = history.as_of_ms(snapshot.snapshot_id) if control.judged_as_of else None
+    for point in history.points:
+        snapshot_id = point.snapshot_id
+        as_of = history.as_of_ms(snapshot_id) if control.judged_as_of else None
         if control.judged_as_of and as_of is None:
-            unusable[snapshot.snapshot_id] = (
-                f"snapshot id {snapshot.snapshot_id!r} is not a time and labels.yaml gives no "
+            unusable[snapshot_id] = (
+                f"snapshot id {snapshot_id!r} is not a time and labels.yaml gives no "
                 "snapshot_times entry for it: it cannot be judged as of when it was taken"
             )
             continue
-        paired = parent.snapshot_for(snapshot.snapshot_id) if parent is not None else None
+        paired = parent.snapshot_for(snapshot_id) if parent is not None else None
         if parent is not None and paired is None:
-            unusable[snapshot.snapshot_id] = (
-                f"no snapshot of {parent.dataset} at or before {snapshot.snapshot_id}"
-            )
+            unusable[snapshot_id] = f"no snapshot of {parent.dataset} at or before {snapshot_id}"
             continue
         judgements.append(
             _Judgement(
-                snapshot=snapshot,
+                snapshot=point,
                 reference=ReferenceSnapshot(*paired) if paired else None,
                 as_of_ms=as_of,
-                last_updated_ms=last_updates.get(snapshot.snapshot_id),
+                last_updated_ms=last_updates.get(snapshot_id),
             )
         )
     return judgements
 
 
 def _judge_all(
-    con: duckdb.DuckDBPyConnection,
-    pool: CursorPool,
+    pool: WorkerPool,
     control: Control,
     judgements: list[_Judgement],
     sample_size: int,
     dataset: str,
     progress: ProgressCallback | None,
 ) -> dict[str, Evaluation | str]:
-    """Each snapshot's raw result, or why it is not evaluable, by snapshot id.
+    """Each point's raw result, or why it is not evaluable, by snapshot id.
 
-    Independent snapshots are judged several at once; a control judging volume is judged on
-    one snapshot after another, each against the row counts of the evaluable ones before it.
+    Independent points are judged several at once; a control judging volume is judged on
+    one point after another, each against the row counts of the evaluable ones before it.
     """
 
     def report(done: int) -> None:
@@ -307,16 +334,15 @@ def _judge_all(
 
     if not control.earlier_counts_needed():
         judged = pool.map(
-            lambda cursor, judgement: _judge(cursor, control, judgement, sample_size, ()),
+            lambda worker, judgement: _judge(worker, control, judgement, sample_size, ()),
             judgements,
             report,
         )
     else:
         judged, counts = [], []
         for done, judgement in enumerate(judgements, start=1):
-            judged.append(
-                _judge(con, control, judgement, sample_size, recent_counts(control, counts))
-            )
+            earlier = recent_counts(control, counts)
+            judged.append(_judge(pool.engine, control, judgement, sample_size, earlier))
             if not isinstance(judged[-1], str):
                 counts.append(judged[-1].rows_scanned)
             report(done)
@@ -324,23 +350,22 @@ def _judge_all(
 
 
 def _judge(
-    con: duckdb.DuckDBPyConnection,
+    engine: Engine,
     control: Control,
     judgement: _Judgement,
     sample_size: int,
     earlier_counts: tuple[int, ...],
 ) -> Evaluation | str:
-    """The control's result on one snapshot (its own column types, as ``run_control`` reads
-    them), or why it cannot be evaluated: a missing column, an unreadable file or DuckDB's
-    reason for failing on its data."""
-    snapshot = judgement.snapshot
-    engine = DuckDBEngine(con)
+    """The control's result on one point (its own column types, as ``run_control`` reads
+    them), or why it cannot be evaluated: a missing column, an unreadable target or the
+    engine's reason for failing on its data."""
+    target = judgement.snapshot.target
     try:
         relation = replace(
             with_reference(
                 engine,
                 control,
-                engine.relation(FileTarget(snapshot.path), control.required_columns()),
+                engine.relation(target, control.required_columns()),
                 judgement.reference,
             ),
             earlier_counts=earlier_counts,
@@ -354,7 +379,7 @@ def _judge(
     try:
         return engine.evaluate(control, relation, sample_size)
     except SnapshotUnreadableError as error:
-        return f"cannot evaluate snapshot {snapshot.path}: {error}"
+        return f"cannot evaluate snapshot {target.shown}: {error}"
     except SnapshotError as error:
         return str(error)
 
@@ -363,22 +388,22 @@ def _outcome(
     control: Control,
     history: History,
     labels: Mapping[str, FailureLabel],
-    snapshot: SnapshotFile,
+    point: HistoryPoint,
     raw: Evaluation | None,
     unusable: dict[str, str],
     checked_against: str | None,
 ) -> SnapshotOutcome:
-    label = labels.get(snapshot.snapshot_id)
+    label = labels.get(point.snapshot_id)
     common = {
         "checked_against": checked_against,
         "dataset": history.dataset,
-        "snapshot_id": snapshot.snapshot_id,
-        "path": str(snapshot.path),
+        "snapshot_id": point.snapshot_id,
+        "path": point.target.shown,
         "labelled_failure": label is not None,
         "incident": label.incident if label else None,
     }
     if raw is None:
-        reason = unusable.get(snapshot.snapshot_id, "not evaluated")
+        reason = unusable.get(point.snapshot_id, "not evaluated")
         return SnapshotOutcome(**common, evaluable=False, reason=reason, verdict="not_evaluable")
     flagged = raw.violation_count > control.allowed_violations(raw.rows_scanned)
     return SnapshotOutcome(

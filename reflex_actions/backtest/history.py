@@ -11,6 +11,11 @@ Layout (DESIGN.md §5)::
 Snapshots not named in ``labels.yaml`` count as normal; a history without ``labels.yaml`` has no
 labelled failures. A label may name the lesson kind of its failure (``kind: missing_values``):
 for the controls of another kind that snapshot counts as normal.
+
+A history need not be a folder (DESIGN §8): the partitions of a table (one point per value of
+its partition column), the snapshots of an Iceberg table or the versions of a Delta table are
+history points too, each a target an engine reads, labelled by a ``labels.yaml``-format file
+whose ids are the partition values, snapshot ids or versions.
 """
 
 from __future__ import annotations
@@ -23,11 +28,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlglot import exp
 
 from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml
+from reflex_actions.engines.base import (
+    DeltaTarget,
+    FileTarget,
+    IcebergTarget,
+    TableTarget,
+    Target,
+)
 from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.snapshots import FILE_COLUMN, FORMATS_BY_SUFFIX, SnapshotFile, files_relation
-from reflex_actions.sql import quote_identifier
+from reflex_actions.sql import SNAPSHOT, column, quote_identifier, render
 from reflex_actions.times import TimeFormatError, parse_instant
 
 # DuckDB is imported where a query runs: defining the kinds and controls (all that
@@ -35,9 +48,14 @@ from reflex_actions.times import TimeFormatError, parse_instant
 if TYPE_CHECKING:
     import duckdb
 
+    from reflex_actions.engines.base import Engine
+
 LABELS_FILE = "labels.yaml"
 #: Longest labels file read (characters): a failure label takes a line, so years of them fit.
 MAX_LABELS_CHARS = 4 * 1024 * 1024
+#: Most points a table's history may have (partitions, snapshots, versions): a partition
+#: column with more distinct values is no history but a key.
+MAX_HISTORY_POINTS = 100_000
 
 
 class HistoryError(ReflexError):
@@ -95,15 +113,44 @@ class Labels(BaseModel):
 
 
 @dataclass(frozen=True)
+class HistoryPoint:
+    """One point of a history: the target an engine reads (a snapshot file, a partition, an
+    Iceberg snapshot, a Delta version) and the id its label and outcome name it by."""
+
+    snapshot_id: str
+    target: Target
+
+
+@dataclass(frozen=True)
 class History:
-    """The snapshots of one dataset in snapshot-id order, with their failure labels."""
+    """The snapshots of one dataset in history order, with their failure labels: a folder's
+    snapshot files in snapshot-id order, or a table's points (``table`` says which table)."""
 
     dataset: str
-    folder: Path
+    #: the history folder; None for a table's history
+    folder: Path | None
+    #: the snapshot files of a folder history (a table's history has none)
     snapshots: tuple[SnapshotFile, ...]
     labels: dict[str, FailureLabel]
     #: snapshot id -> when it was taken (epoch ms), from ``labels.yaml`` ``snapshot_times``
+    #: (and, for a lakehouse table, each snapshot's or version's commit time)
     snapshot_times: Mapping[str, int] = field(default_factory=dict)
+    #: the table a table's history reads, as shown to people (None for a folder)
+    table: str | None = None
+    #: a table history's points in history order (partition order, commit order)
+    table_points: tuple[HistoryPoint, ...] = ()
+
+    @property
+    def points(self) -> tuple[HistoryPoint, ...]:
+        """Every point of the history, in history order: a folder's are its snapshot files."""
+        if self.table is not None:
+            return self.table_points
+        return tuple(HistoryPoint(s.snapshot_id, FileTarget(s.path)) for s in self.snapshots)
+
+    @property
+    def shown(self) -> str:
+        """Where the history is read from: its folder or its table."""
+        return self.table if self.table is not None else str(self.folder)
 
     def as_of_ms(self, snapshot_id: str) -> int | None:
         """When a snapshot was taken: its ``snapshot_times`` entry, else its id read as a time
@@ -165,8 +212,8 @@ class History:
         return replace(self, labels={**added, **self.labels})
 
     def labels_without_snapshot(self) -> list[str]:
-        """Labelled snapshot ids with no file in the folder (e.g. rotated out of retention)."""
-        present = {snapshot.snapshot_id for snapshot in self.snapshots}
+        """Labelled snapshot ids with no point in the history (e.g. rotated out of retention)."""
+        present = {point.snapshot_id for point in self.points}
         return sorted(set(self.labels) - present)
 
 
@@ -207,13 +254,112 @@ def load_history(folder: str | Path, dataset: str | None = None) -> History:
             )
         seen[snapshot.snapshot_id] = snapshot.path
     labels_path = root / LABELS_FILE
-    labels = _read_labels(labels_path) if labels_path.exists() else Labels()
+    labels, times = read_labels(labels_path if labels_path.exists() else None)
     return History(
         dataset=dataset or root.name,
         folder=root,
         snapshots=snapshots,
-        labels={label.snapshot: label for label in labels.failures},
-        snapshot_times=_snapshot_times(labels, labels_path),
+        labels=labels,
+        snapshot_times=times,
+    )
+
+
+def read_labels(path: Path | None) -> tuple[dict[str, FailureLabel], dict[str, int]]:
+    """A ``labels.yaml``-format file's failure labels by snapshot id, and its snapshot times
+    (none of either without a file)."""
+    if path is None:
+        return {}, {}
+    labels = _read_labels(path)
+    return {label.snapshot: label for label in labels.failures}, _snapshot_times(labels, path)
+
+
+def partition_history(
+    engine: Engine,
+    target: FileTarget | TableTarget,
+    partition_column: str,
+    *,
+    dataset: str | None = None,
+    labels: Path | None = None,
+) -> History:
+    """A table's history with one point per value of ``partition_column`` (rows whose value is
+    NULL belong to none), in the column's order, listed through ``engine``; the dataset name
+    defaults to the table's name (a file's stem)."""
+    points = [
+        HistoryPoint(value, replace(target, partition_column=partition_column, partition=value))
+        for value in partition_values(engine, target, partition_column)
+    ]
+    default = target.name if isinstance(target, TableTarget) else target.path.stem
+    shown = f"{target.shown} partitioned by {partition_column}"
+    return _table_history(dataset or default, shown, points, {}, labels)
+
+
+def partition_values(
+    engine: Engine, target: FileTarget | TableTarget, partition_column: str
+) -> list[str]:
+    """The distinct non-NULL values of the column, ordered, each as text (what a partition
+    target binds and a label names)."""
+    relation = engine.relation(target, [partition_column])
+    query = (
+        exp.select(column(partition_column))
+        .distinct()
+        .from_(SNAPSHOT)
+        .where(exp.Not(this=exp.Is(this=column(partition_column), expression=exp.Null())))
+        .order_by(column(partition_column))
+        .limit(MAX_HISTORY_POINTS + 1)
+    )
+    rows = engine.fetch(*render(query, relation, engine.dialect))
+    return [str(value) for (value,) in rows]
+
+
+def iceberg_history(
+    catalog: str, table: str, *, dataset: str | None = None, labels: Path | None = None
+) -> History:
+    """An Iceberg table's history: one point per snapshot, oldest first, each judged as of its
+    commit time; the dataset name defaults to the table's name."""
+    from reflex_actions.engines.lakehouse import iceberg_points, load_iceberg_table
+
+    committed = iceberg_points(load_iceberg_table(catalog, table))
+    points = [HistoryPoint(str(p.point), IcebergTarget(catalog, table, p.point)) for p in committed]
+    times = {str(p.point): p.committed_ms for p in committed if p.committed_ms is not None}
+    return _table_history(
+        dataset or table, IcebergTarget(catalog, table).shown, points, times, labels
+    )
+
+
+def delta_history(path: str, *, dataset: str | None = None, labels: Path | None = None) -> History:
+    """A Delta table's history: one point per version in its log, oldest first, each judged as
+    of its commit time; the dataset name defaults to the table folder's name."""
+    from reflex_actions.engines.lakehouse import delta_points
+
+    committed = delta_points(path)
+    points = [HistoryPoint(str(p.point), DeltaTarget(path, p.point)) for p in committed]
+    times = {str(p.point): p.committed_ms for p in committed if p.committed_ms is not None}
+    return _table_history(
+        dataset or Path(path).name, DeltaTarget(path).shown, points, times, labels
+    )
+
+
+def _table_history(
+    dataset: str,
+    shown: str,
+    points: list[HistoryPoint],
+    committed: dict[str, int],
+    labels_path: Path | None,
+) -> History:
+    if len(points) > MAX_HISTORY_POINTS:
+        raise HistoryError(
+            f"{shown[:200]} has more than {MAX_HISTORY_POINTS} history points: "
+            "not a history to backtest on"
+        )
+    labels, times = read_labels(labels_path)
+    return History(
+        dataset=dataset,
+        folder=None,
+        snapshots=(),
+        labels=labels,
+        snapshot_times={**committed, **times},  # a labels file's time overrides the commit's
+        table=shown,
+        table_points=tuple(points),
     )
 
 
@@ -268,7 +414,7 @@ def split_for_learning(
     incidents' failures, unreadable snapshots — is held out. With fewer than three normal
     snapshots rounding up holds none out, and ``note`` says so.
     """
-    ids = [s.snapshot_id for s in history.snapshots]
+    ids = [point.snapshot_id for point in history.points]
     kept = set(ids if readable is None else readable)
     usable = [sid for sid in ids if sid in kept]
     normal = [sid for sid in usable if sid not in history.labels]
@@ -312,25 +458,31 @@ def row_counts(history: History) -> dict[str, int]:
 
 
 def last_changed_ms(history: History) -> dict[str, int]:
-    """Each timed snapshot's last update, replayed from the history as DataHub's operation
-    timeline would record it: the time of the first snapshot since the content last changed
-    (byte-identical files are one state; an unreadable file is a change)."""
+    """Each timed point's last update, replayed from the history as DataHub's operation
+    timeline would record it: the time of the first point since the content last changed
+    (byte-identical files are one state; an unreadable file is a change; every lakehouse
+    commit and every partition's load is an update)."""
     updates: dict[str, int] = {}
     previous: tuple[str | None, int] | None = None
-    for snapshot in history.snapshots:
-        as_of = history.as_of_ms(snapshot.snapshot_id)
+    for point in history.points:
+        as_of = history.as_of_ms(point.snapshot_id)
         if as_of is None:
             continue
-        digest = _digest(snapshot.path)
-        if previous is None or digest is None or digest != previous[0]:
-            previous = (digest, as_of)
-        updates[snapshot.snapshot_id] = previous[1]
+        state = _state(point)
+        if previous is None or state is None or state != previous[0]:
+            previous = (state, as_of)
+        updates[point.snapshot_id] = previous[1]
     return updates
 
 
-def _digest(path: Path) -> str | None:
+def _state(point: HistoryPoint) -> str | None:
+    """What identifies the point's content: a whole file's digest (None when unreadable), or
+    the point itself for a commit or a partition."""
+    target = point.target
+    if not isinstance(target, FileTarget) or target.partition_column is not None:
+        return f"point {point.snapshot_id}"
     try:
-        with path.open("rb") as handle:
+        with target.path.open("rb") as handle:
             return hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError:
         return None

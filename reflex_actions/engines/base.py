@@ -29,17 +29,23 @@ class EngineError(ReflexError):
 
 @dataclass(frozen=True)
 class FileTarget:
-    """A Parquet or CSV file: one snapshot, its id the file name without the extension."""
+    """A Parquet or CSV file: one snapshot, its id the file name without the extension; or one
+    partition of it read as a table: the rows whose ``partition_column`` holds ``partition``
+    (the value as text), its id the partition."""
 
     path: Path
+    partition_column: str | None = None
+    partition: str | None = None
 
     @property
     def snapshot_id(self) -> str:
-        return self.path.stem
+        return self.partition if self.partition is not None else self.path.stem
 
     @property
     def shown(self) -> str:
-        return str(self.path)
+        if self.partition_column is None:
+            return str(self.path)
+        return f"{self.path} where {self.partition_column} = {self.partition}"
 
 
 @dataclass(frozen=True)
@@ -156,7 +162,6 @@ class Engine(ABC):
         if settings:
             raise EngineError(f"the {cls.name} engine takes no connection settings")
         return cls()
-
 
     @abstractmethod
     def relation(

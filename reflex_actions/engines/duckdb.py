@@ -1,42 +1,97 @@
-"""The embedded default engine: DuckDB on Parquet and CSV files (and rows built in memory).
+"""The embedded default engine: DuckDB on Parquet and CSV files (and rows built in memory), and
+on Iceberg and Delta tables read as Arrow.
 
 Files are read exactly as named (no globbing, no hive partitions; CSV as text), so every
-snapshot of a history has the same types whatever DuckDB's sniffer would guess.
+snapshot of a history has the same types whatever DuckDB's sniffer would guess. A lakehouse
+table's snapshot or version is read as an Arrow table and registered on the engine's own
+connection (a worker's cursor) under a name of its own, so concurrent workers never see each
+other's. An engine holds one such table per parameter (the target's, a parent's beside it):
+reading the next target under the same parameter releases the previous one, so a worker
+judging one point after another holds one point's rows, and closing it releases them all.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from reflex_actions.engines.base import Engine, FileTarget, Target
+from sqlglot import exp
+
+from reflex_actions.engines.base import DeltaTarget, Engine, FileTarget, IcebergTarget, Target
+from reflex_actions.engines.lakehouse import IcebergTables, LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SNAPSHOT, Relation
+from reflex_actions.sql import SNAPSHOT, Relation, column, param
 
 if TYPE_CHECKING:
     import duckdb
+
+#: Numbers the Arrow tables registered in this process: each name is used once.
+_REGISTERED = itertools.count()
 
 
 class DuckDBEngine(Engine):
     name: ClassVar[str] = "duckdb"
     dialect: ClassVar[str] = "duckdb"
-    targets: ClassVar[tuple[type, ...]] = (FileTarget,)
+    targets: ClassVar[tuple[type, ...]] = (FileTarget, IcebergTarget, DeltaTarget)
 
     def __init__(self, connection: duckdb.DuckDBPyConnection | None = None) -> None:
         import duckdb  # where a query runs: importing the engines starts none
 
         self._owned = connection is None
         self.connection = connection if connection is not None else duckdb.connect()
+        self._iceberg = IcebergTables()
+        #: parameter -> the name of the Arrow table registered for it
+        self._registered: dict[str, str] = {}
 
     def relation(
         self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT
     ) -> Relation:
+        if isinstance(target, IcebergTarget | DeltaTarget):
+            return self._lakehouse_relation(target, required, parameter)
         if not isinstance(target, FileTarget):
             raise SnapshotUnreadableError(f"the duckdb engine does not read {target.shown}")
         snapshot = SnapshotFile.from_path(target.path)
-        types = snapshot.check_columns(self.connection, list(required))
-        return snapshot.relation(parameter, types)
+        if target.partition_column is None:
+            types = snapshot.check_columns(self.connection, list(required))
+            return snapshot.relation(parameter, types)
+        return self._partition_relation(snapshot, target, required, parameter)
+
+    def _partition_relation(
+        self, snapshot: SnapshotFile, target: FileTarget, required: Sequence[str], parameter: str
+    ) -> Relation:
+        """The rows of the file whose partition column holds the target's partition (the value
+        bound as text, compared as DuckDB casts it to the column's type)."""
+        assert target.partition_column is not None
+        needed = list(dict.fromkeys([*required, target.partition_column]))
+        types = snapshot.check_columns(self.connection, needed)
+        whole = snapshot.relation(parameter, types)
+        value = f"{parameter}_partition"
+        assert isinstance(whole.source, exp.Select)
+        source = whole.source.where(column(target.partition_column).eq(param(value)))
+        return Relation(
+            source=source,
+            params={**whole.params, value: target.partition},
+            types=types,
+            text_only=whole.text_only,
+        )
+
+    def _lakehouse_relation(
+        self, target: LakehouseTarget, required: Sequence[str], parameter: str
+    ) -> Relation:
+        """The snapshot or version as an Arrow table registered on this connection in place of
+        the one read before under ``parameter``, with its column types as DuckDB reads them."""
+        table = read_arrow(target, required, self._iceberg)
+        if parameter in self._registered:
+            self.connection.unregister(self._registered.pop(parameter))
+        name = f"reflex_{parameter}_{next(_REGISTERED)}"
+        self.connection.register(name, table)
+        self._registered[parameter] = name
+        source = exp.select(exp.Star()).from_(exp.to_identifier(name, quoted=True))
+        relation = Relation(source=source)
+        described = self.fetch(f"DESCRIBE {relation.sql}", {})
+        return Relation(source=source, types={row[0]: row[1] for row in described})
 
     def fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         import duckdb
@@ -47,9 +102,11 @@ class DuckDBEngine(Engine):
             raise SnapshotUnreadableError(first_line(error)) from None
 
     def worker(self) -> DuckDBEngine:
-        """A cursor on the same database: one memory limit and spill folder bound them all."""
+        """A cursor on the same database: one memory limit and spill folder bound them all;
+        the Iceberg tables loaded are shared."""
         worker = DuckDBEngine(self.connection.cursor())
         worker._owned = True
+        worker._iceberg = self._iceberg
         return worker
 
     def close(self) -> None:

@@ -1,0 +1,151 @@
+"""Lakehouse tables read as Arrow: Apache Iceberg (pyiceberg) and Delta Lake (deltalake).
+
+Every snapshot of an Iceberg table and every version of a Delta table is one point of the
+table's history; the embedded engine reads one as an Arrow table (only the columns a control
+needs, when it names them) and queries it, so no DuckDB extension is downloaded. An Iceberg
+catalog is configured as pyiceberg configures it (``.pyiceberg.yaml`` or
+``PYICEBERG_CATALOG__<NAME>__*`` variables), read when the catalog is opened, not when pyiceberg
+was imported.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reflex_actions.bounded import excerpt, shorten
+from reflex_actions.engines.base import DeltaTarget, EngineError, IcebergTarget
+from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import Table as IcebergTable
+
+LakehouseTarget = IcebergTarget | DeltaTarget
+
+
+@dataclass(frozen=True)
+class TablePoint:
+    """One point of a lakehouse table's history: its snapshot id or version, and when it was
+    committed (epoch milliseconds)."""
+
+    point: int
+    committed_ms: int | None
+
+
+def _reason(error: BaseException) -> str:
+    return shorten(str(error) or type(error).__name__)
+
+
+class IcebergTables:
+    """Iceberg tables loaded once per catalog and name, shared by an engine's workers (a loaded
+    table holds every snapshot's metadata; scanning one is read-only)."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, str], IcebergTable] = {}
+        self._lock = threading.Lock()
+
+    def table(self, catalog: str, name: str) -> IcebergTable:
+        key = (catalog, name)
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = load_iceberg_table(catalog, name)
+            return self._loaded[key]
+
+
+def load_iceberg_table(catalog: str, name: str) -> IcebergTable:
+    """The table ``name`` (``namespace.table``) of the pyiceberg catalog ``catalog``."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.utils.config import Config
+
+    try:
+        # the configuration as it is now (pyiceberg reads its variables once, at import)
+        opened = load_catalog(catalog, **Config().get_catalog_config(catalog) or {})
+    except Exception as error:  # pyiceberg raises ValueError, OSError, driver errors alike
+        raise EngineError(
+            f"cannot open the Iceberg catalog {excerpt(catalog)} (configured in .pyiceberg.yaml "
+            f"or PYICEBERG_CATALOG__{catalog.upper()[:60]}__* variables): {_reason(error)}"
+        ) from None
+    try:
+        return opened.load_table(name)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        raise SnapshotNotFoundError(
+            f"no Iceberg table {excerpt(name)} in catalog {excerpt(catalog)}"
+        ) from None
+    except Exception as error:
+        raise SnapshotUnreadableError(
+            f"cannot load the Iceberg table {excerpt(name)}: {_reason(error)}"
+        ) from None
+
+
+def iceberg_points(table: IcebergTable) -> list[TablePoint]:
+    """The table's snapshots, oldest first (by sequence number: ids are random)."""
+    snapshots = sorted(table.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+    return [TablePoint(s.snapshot_id, s.timestamp_ms) for s in snapshots]
+
+
+def delta_points(path: str) -> list[TablePoint]:
+    """The table's versions still in its log, oldest first."""
+    from deltalake import DeltaTable
+
+    try:
+        history = DeltaTable(path).history()
+    except Exception as error:  # deltalake raises TableNotFoundError, OSError, ...
+        raise SnapshotNotFoundError(
+            f"cannot read the Delta table at {excerpt(path)}: {_reason(error)}"
+        ) from None
+    versions = {entry["version"]: entry.get("timestamp") for entry in history}
+    return [TablePoint(version, versions[version]) for version in sorted(versions)]
+
+
+def read_arrow(
+    target: LakehouseTarget, columns: Sequence[str], iceberg: IcebergTables | None = None
+) -> pa.Table:
+    """The target's snapshot or version as Arrow: only ``columns`` when it names any (every
+    column otherwise: a control naming none counts rows or reads the whole schema); raise
+    SchemaDriftError when it lacks one of them."""
+    if isinstance(target, IcebergTarget):
+        return _read_iceberg(target, columns, iceberg or IcebergTables())
+    return _read_delta(target, columns)
+
+
+def _check_columns(target: LakehouseTarget, available: list[str], required: Sequence[str]) -> None:
+    missing = [name for name in required if name not in available]
+    if missing:
+        raise SchemaDriftError(target.shown, missing, available)
+
+
+def _read_iceberg(target: IcebergTarget, columns: Sequence[str], tables: IcebergTables) -> pa.Table:
+    table = tables.table(target.catalog, target.table)
+    snapshot = table.snapshot_by_id(target.snapshot) if target.snapshot is not None else None
+    if target.snapshot is not None and snapshot is None:
+        raise SnapshotNotFoundError(
+            f"the Iceberg table {excerpt(target.table)} has no snapshot {target.snapshot}"
+        )
+    # a snapshot's own schema: a column added later is no column of an earlier snapshot
+    schema = table.schemas().get(snapshot.schema_id) if snapshot is not None else None
+    _check_columns(target, (schema or table.schema()).column_names, columns)
+    try:
+        scan = table.scan(
+            snapshot_id=target.snapshot, selected_fields=tuple(columns) if columns else ("*",)
+        )
+        return scan.to_arrow()
+    except Exception as error:
+        raise SnapshotUnreadableError(f"cannot read {target.shown}: {_reason(error)}") from None
+
+
+def _read_delta(target: DeltaTarget, columns: Sequence[str]) -> pa.Table:
+    from deltalake import DeltaTable
+
+    try:
+        table = DeltaTable(target.path, version=target.version)
+    except Exception as error:
+        raise SnapshotNotFoundError(f"cannot read {target.shown}: {_reason(error)}") from None
+    _check_columns(target, [field.name for field in table.schema().fields], columns)
+    try:
+        return table.to_pyarrow_table(columns=list(columns) if columns else None)
+    except Exception as error:
+        raise SnapshotUnreadableError(f"cannot read {target.shown}: {_reason(error)}") from None

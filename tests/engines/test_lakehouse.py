@@ -1,0 +1,126 @@
+"""Iceberg snapshots and Delta versions read by the embedded engine as Arrow (DESIGN §8): a
+control runs on one snapshot or version as `control run` runs it on a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reflex_actions.backtest.history import delta_history as load_delta_history
+from reflex_actions.backtest.history import iceberg_history as load_iceberg_history
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.engines.base import DeltaTarget, EngineError, IcebergTarget
+from reflex_actions.engines.duckdb import DuckDBEngine
+from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
+from reflex_actions.executor import run_control
+from tests.engines.lakehouse_tables import delta_history, iceberg_history
+
+TXN = UniquenessControl(field="transaction_id")
+
+
+def test_a_control_runs_on_one_iceberg_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = iceberg_history(tmp_path, monkeypatch)
+    engine = DuckDBEngine()
+    try:
+        at = {
+            snapshot: run_control(
+                TXN, IcebergTarget(table.catalog, table.table, snapshot), engine=engine
+            )
+            for snapshot in (table.clean, table.duplicated, table.repaired)
+        }
+        current = run_control(TXN, IcebergTarget(table.catalog, table.table), engine=engine)
+    finally:
+        engine.close()
+    failed = at[table.duplicated]
+    assert (failed.passed, failed.violation_count, failed.rows_scanned) == (False, 1, 5)
+    assert failed.sample == [{"key": {"transaction_id": "t0"}, "occurrences": 2}]
+    assert failed.snapshot_id == str(table.duplicated)
+    assert failed.snapshot == f"iceberg:reflex/finance.payments@{table.duplicated}"
+    assert [(r.passed, r.rows_scanned) for r in (at[table.clean], at[table.repaired])] == [
+        (True, 4),
+        (True, 4),
+    ]
+    assert (current.passed, current.rows_scanned, current.snapshot_id) == (False, 6, "current")
+
+
+def test_a_control_runs_on_one_delta_version(tmp_path: Path) -> None:
+    path = delta_history(tmp_path)
+    results = [run_control(TXN, DeltaTarget(path, version)) for version in (0, 1, 3)]
+    assert [(r.passed, r.violation_count, r.rows_scanned) for r in results] == [
+        (True, 0, 3),
+        (False, 1, 3),
+        (False, 1, 3),
+    ]
+    assert results[1].sample == [{"key": {"transaction_id": "t1"}, "occurrences": 2}]
+    assert results[1].snapshot == f"delta:{path}@v1"
+
+
+def test_only_the_columns_a_control_names_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = iceberg_history(tmp_path, monkeypatch)
+    delta = DeltaTarget(delta_history(tmp_path), 2)
+    engine = DuckDBEngine()
+    try:
+        iceberg = IcebergTarget(table.catalog, table.table, table.clean)
+        for target in (iceberg, delta):
+            assert dict(engine.relation(target, ["transaction_id"]).types) == {
+                "transaction_id": "VARCHAR"
+            }
+            # a control naming no column (a row count, the whole schema) reads every one
+            assert dict(engine.relation(target, []).types) == {
+                "transaction_id": "VARCHAR",
+                "amount": "BIGINT",
+            }
+    finally:
+        engine.close()
+
+
+def test_a_version_lacking_a_column_is_schema_drift_naming_it(tmp_path: Path) -> None:
+    target = DeltaTarget(delta_history(tmp_path), 4)
+    with pytest.raises(SchemaDriftError, match=r"missing column\(s\) 'transaction_id'.*'txn_ref'"):
+        run_control(TXN, target)
+
+
+def test_a_volume_control_counts_an_iceberg_snapshot_read_with_no_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = iceberg_history(tmp_path, monkeypatch)
+    volume = parse_control_spec({"type": "volume", "max_drop": 0.5})
+    target = IcebergTarget(table.catalog, table.table, table.repaired)
+    result = run_control(volume, target, earlier_counts=[10])
+    assert (result.passed, result.rows_scanned, result.earlier_counts) == (False, 4, [10])
+
+
+def test_unknown_tables_snapshots_and_catalogs_are_errors_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = iceberg_history(tmp_path, monkeypatch)
+    with pytest.raises(SnapshotNotFoundError, match="has no snapshot 42"):
+        run_control(TXN, IcebergTarget(table.catalog, table.table, 42))
+    with pytest.raises(SnapshotNotFoundError, match=r"no Iceberg table 'finance\.nothing'"):
+        run_control(TXN, IcebergTarget(table.catalog, "finance.nothing"))
+    with pytest.raises(EngineError, match="cannot open the Iceberg catalog 'elsewhere'"):
+        run_control(TXN, IcebergTarget("elsewhere", table.table))
+    with pytest.raises(SnapshotNotFoundError, match="cannot read the Delta table"):
+        load_delta_history(str(tmp_path / "no-such-table"))
+
+
+def test_each_iceberg_snapshot_and_delta_version_is_a_point_oldest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = iceberg_history(tmp_path, monkeypatch)
+    iceberg = load_iceberg_history(table.catalog, table.table)
+    expected = [table.clean, table.duplicated, table.repaired, table.duplicated_again]
+    assert [point.target for point in iceberg.points] == [
+        IcebergTarget(table.catalog, table.table, snapshot) for snapshot in expected
+    ]
+    times = [iceberg.as_of_ms(str(snapshot)) for snapshot in expected]
+    assert None not in times and times == sorted(times)  # each judged as of its commit
+    delta = load_delta_history(delta_history(tmp_path))
+    assert [point.snapshot_id for point in delta.points] == ["0", "1", "2", "3", "4"]
+    assert delta.dataset == "payments"
