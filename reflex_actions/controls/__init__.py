@@ -1,7 +1,8 @@
 """The control library: typed specs, strict YAML parsing, a registry of control types.
 
 A control type is a :class:`Control` subclass that a lesson kind names in its ``controls``;
-the known types are those of the registered kinds (``reflex_actions.kinds``).
+the known types are those of the registered kinds (``reflex_actions.kinds``). Parsing a spec
+loads only its type's class when its package declares where that is (``reflex_actions.controls``).
 
 Specs come from stewards and models (the ``reflex.controlSpec`` property, drafts), so parsing is
 bounded: a spec is at most :data:`MAX_SPEC_CHARS` long, nests at most :data:`MAX_DEPTH` levels,
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml, shorten
 from reflex_actions.controls.base import Control
 from reflex_actions.errors import ControlSpecError
+from reflex_actions.kinds import control_class, control_classes
 
 __all__ = [
     "MAX_DEPTH",
@@ -58,9 +60,11 @@ def _format_validation_error(type_name: str, error: ValidationError) -> str:
 
 def known_controls() -> dict[str, type[Control]]:
     """Control type -> its model, from the registered lesson kinds (read once)."""
-    from reflex_actions.kinds import control_classes
-
     return control_classes()
+
+
+def _known_types() -> str:
+    return ", ".join(sorted(known_controls()))
 
 
 def parse_control_spec(data: Any) -> Control:
@@ -70,15 +74,12 @@ def parse_control_spec(data: Any) -> Control:
             f"a control spec must be a mapping with a 'type' key, got {type(data).__name__}"
         )
     type_name = data.get("type")
-    known = known_controls()
     if type_name is None:
-        raise ControlSpecError(
-            f"control spec has no 'type'; known types: {', '.join(sorted(known))}"
-        )
-    control_cls = known.get(type_name) if isinstance(type_name, str) else None
+        raise ControlSpecError(f"control spec has no 'type'; known types: {_known_types()}")
+    control_cls = control_class(type_name) if isinstance(type_name, str) else None
     if control_cls is None:
         raise ControlSpecError(
-            f"unknown control type {excerpt(type_name)}; known types: {', '.join(sorted(known))}"
+            f"unknown control type {excerpt(type_name)}; known types: {_known_types()}"
         )
     try:
         return control_cls.model_validate(data)

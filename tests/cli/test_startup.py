@@ -7,6 +7,7 @@ and no CLI path may load the DataHub SDK, litellm or pandas unless its work need
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from reflex_actions.cli.main import COMMANDS, cli
+from tests.controls.declared import BUILT_IN, write_declarations
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "action_configs" / "controls" / "unique_transaction_id.yaml"
@@ -42,12 +44,17 @@ RUN_CLI = (
 NEVER_NEEDED = ("datahub", "litellm", "pandas")
 
 
-def imported_by(tmp_path: Path, statement: str, *args: str | Path) -> tuple[int, set[str]]:
-    """Exit code and imported modules of one fresh process running ``statement``."""
+def imported_by(
+    tmp_path: Path, statement: str, *args: str | Path, site: Path | None = None
+) -> tuple[int, set[str]]:
+    """Exit code and imported modules of one fresh process running ``statement`` (with the
+    distributions in ``site`` installed, when given)."""
     report = tmp_path / "modules.json"
+    env = {**os.environ, "PYTHONPATH": str(site)} if site is not None else None
     subprocess.run(
         [sys.executable, "-c", PROBE, str(report), statement, *map(str, args)],
         cwd=REPO,
+        env=env,
         check=False,
         capture_output=True,
         timeout=120,
@@ -140,3 +147,33 @@ def test_compiling_a_control_starts_no_engine(tmp_path: Path) -> None:
     code, modules = imported_by(tmp_path, RUN_CLI, "control", "compile", SPEC)
     assert code == 0
     assert loaded(modules, "duckdb") == []
+
+
+#: What a kind needs beyond its controls, and one control's run does not.
+KIND_MACHINERY = ("reflex_actions.lessons", "reflex_actions.similarity", "reflex_actions.backtest")
+
+
+def test_running_a_declared_control_loads_no_kind(tmp_path: Path) -> None:
+    """With the built-in control types declared, running a uniqueness spec loads its control's
+    module alone: no kind, nor what kinds need to draft and backtest lessons."""
+    site = write_declarations(tmp_path / "site", *BUILT_IN)
+    args = ["control", "run", SPEC, "--snapshot", SNAPSHOT]
+    code, modules = imported_by(tmp_path, RUN_CLI, *args, site=site)
+    assert code == 1  # 2026-09-09 holds duplicates: the control ran
+    assert "reflex_actions.controls.uniqueness" in modules
+    assert loaded(modules, "reflex_actions.kinds") == ["reflex_actions.kinds"]
+    assert loaded(modules, *KIND_MACHINERY) == []
+
+
+def test_compiling_a_control_of_a_kind_module_loads_that_kind_alone(tmp_path: Path) -> None:
+    """A control type defined in its kind's module loads that one kind, not the seven others."""
+    site = write_declarations(tmp_path / "site", *BUILT_IN)
+    spec = tmp_path / "not_null.yaml"
+    spec.write_text("type: not_null\nfield: transaction_id\n")
+    code, modules = imported_by(tmp_path, RUN_CLI, "control", "compile", spec, site=site)
+    assert code == 0
+    assert loaded(modules, "reflex_actions.kinds") == [
+        "reflex_actions.kinds",
+        "reflex_actions.kinds.base",
+        "reflex_actions.kinds.missing_values",
+    ]
