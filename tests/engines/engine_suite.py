@@ -4,9 +4,7 @@ An engine's test module subclasses :class:`BaseEngineConformance` as ``Test<Engi
 and gives its ``engine`` fixture and ``load_table``. Every registered kind's control case then
 runs on it, its passing and its failing rows under plain and hostile column names (a referencing
 control's parent loaded beside them), and must give what DuckDB gives on the same rows written
-as Parquet: rows scanned, violations, pass or fail, the sample and the measures. (Migration: a
-control still written as DuckDB text must be refused by an engine of another dialect, naming
-why, until it is a query tree.)
+as Parquet: rows scanned, violations, pass or fail, the sample and the measures.
 """
 
 from __future__ import annotations
@@ -23,11 +21,9 @@ import tests.conformance
 import tests.kinds
 from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.engines.base import Engine, Target
-from reflex_actions.errors import SnapshotUnreadableError
 from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SHOWN_RELATION, CompiledQuery
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance, hostile_names, rows_as
 from tests.conftest import write_snapshot
@@ -85,10 +81,6 @@ class BaseEngineConformance:
         expected = self._on_parquet(control, case, tmp_path, rows, columns, parent)
         if rows_of == "failing":  # the reference result is the case's own
             assert (expected.passed, expected.violation_count) == (False, case.expected_violations)
-        if isinstance(control.compile(SHOWN_RELATION), CompiledQuery):  # migration: not a tree yet
-            with pytest.raises(SnapshotUnreadableError, match="written for DuckDB only"):
-                run_control(control, self.load_table(case.type_name, rows, columns), engine=engine)
-            return
         table = f"{case.type_name} {rows_of}" + (
             ' x"); DROP TABLE t; --' if naming != "plain" else ""
         )
