@@ -1,0 +1,182 @@
+"""Histories beyond folders (DESIGN §8), each with exact backtest metrics: a partition column
+of a table (one evaluation per partition), an Iceberg table's snapshots, a Delta table's
+versions; labelled by a labels.yaml-format file whose ids are those points."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from reflex_actions.backtest import BacktestReport, backtest
+from reflex_actions.backtest.history import (
+    HistoryError,
+    delta_history,
+    iceberg_history,
+    partition_history,
+)
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.engines.base import FileTarget
+from reflex_actions.engines.duckdb import DuckDBEngine
+from reflex_actions.errors import ReflexError, SchemaDriftError
+from tests.engines import lakehouse_tables
+
+TXN = UniquenessControl(field="transaction_id")
+
+
+def labels(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "labels.yaml"
+    path.write_text(text)
+    return path
+
+
+def verdicts(report: BacktestReport) -> dict[str, str]:
+    return {outcome.snapshot_id: outcome.verdict for outcome in report.per_snapshot}
+
+
+def test_iceberg_snapshots_are_backtested_one_evaluation_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = lakehouse_tables.iceberg_history(tmp_path, monkeypatch)
+    labelled = labels(
+        tmp_path,
+        f"failures:\n  - {table.duplicated}\n"
+        f"  - {{snapshot: {table.repaired}, incident: 'urn:li:incident:7'}}\n",
+    )
+    history = iceberg_history(table.catalog, table.table, labels=labelled)
+    report = backtest(TXN, [history], workers=2)
+    assert verdicts(report) == {
+        str(table.clean): "true_negative",
+        str(table.duplicated): "true_positive",
+        str(table.repaired): "false_negative",  # labelled, but the duplicate was deleted
+        str(table.duplicated_again): "false_positive",
+    }
+    assert (report.precision, report.recall) == (0.5, 0.5)
+    assert [o.rows_scanned for o in report.per_snapshot] == [4, 5, 4, 6]
+    assert report.datasets[0].dataset == "finance.payments"
+    assert report.datasets[0].history == "iceberg:reflex/finance.payments"
+    assert report.per_snapshot[1].path == f"iceberg:reflex/finance.payments@{table.duplicated}"
+
+
+def test_delta_versions_are_backtested_and_a_drifted_one_is_not_evaluable(tmp_path: Path) -> None:
+    path = lakehouse_tables.delta_history(tmp_path)
+    history = delta_history(path, labels=labels(tmp_path, "failures: [1, 2, 4]\n"))
+    report = backtest(TXN, [history], workers=2)
+    assert verdicts(report) == {
+        "0": "true_negative",
+        "1": "true_positive",
+        "2": "false_negative",
+        "3": "false_positive",
+        "4": "not_evaluable",
+    }
+    assert (report.precision, report.recall) == (0.5, 0.5)
+    assert "schema drift" in report.per_snapshot[4].reason
+    assert report.coverage.visible_labelled_failures == 2
+
+
+def test_a_volume_control_judges_each_version_against_the_counts_before_it(
+    tmp_path: Path,
+) -> None:
+    history = delta_history(lakehouse_tables.delta_history(tmp_path))
+    volume = parse_control_spec({"type": "volume", "max_drop": 0.5})
+    report = backtest(volume, [history], workers=2)
+    judged = [(o.snapshot_id, o.rows_scanned, o.flagged) for o in report.per_snapshot]
+    # version 4 (its key renamed: a volume control needs no column) keeps 1 row of 3
+    assert judged == [
+        ("0", 3, False),
+        ("1", 3, False),
+        ("2", 4, False),
+        ("3", 3, False),
+        ("4", 1, True),
+    ]
+
+
+def partitioned_file(tmp_path: Path) -> Path:
+    """One Parquet file holding four daily loads (and a row with no load date)."""
+    days = {
+        "2026-09-01": ["t0", "t1"],
+        "2026-09-02": ["t0", "t1", "t1"],  # a duplicate: labelled
+        "2026-09-03": ["t0", "t1", "t2"],  # labelled, but clean
+        "2026-09-04": ["t5", "t5"],  # a duplicate, not labelled
+    }
+    rows = [(day, txn) for day, ids in days.items() for txn in ids] + [(None, "t5")]
+    table = pa.table(
+        {
+            "load_date": pa.array(
+                [day and date.fromisoformat(day) for day, _ in rows], pa.date32()
+            ),
+            "transaction_id": [txn for _, txn in rows],
+        }
+    )
+    path = tmp_path / "payments.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def test_a_partition_column_is_a_history_one_evaluation_per_partition(tmp_path: Path) -> None:
+    path = partitioned_file(tmp_path)
+    engine = DuckDBEngine()
+    try:
+        history = partition_history(
+            engine,
+            FileTarget(path),
+            "load_date",
+            labels=labels(tmp_path, "failures: [2026-09-02, 2026-09-03]\n"),
+        )
+        report = backtest(TXN, [history], engine=engine, workers=2)
+    finally:
+        engine.close()
+    assert verdicts(report) == {
+        "2026-09-01": "true_negative",
+        "2026-09-02": "true_positive",
+        "2026-09-03": "false_negative",
+        "2026-09-04": "false_positive",
+    }
+    assert (report.precision, report.recall) == (0.5, 0.5)
+    assert [o.rows_scanned for o in report.per_snapshot] == [2, 3, 3, 2]  # the NULL row: none
+    assert report.per_snapshot[1].sample == [{"key": {"transaction_id": "t1"}, "occurrences": 2}]
+    assert report.datasets[0].history == f"{path} partitioned by load_date"
+
+
+def test_a_partition_column_the_table_lacks_is_schema_drift(tmp_path: Path) -> None:
+    engine = DuckDBEngine()
+    try:
+        with pytest.raises(SchemaDriftError, match=r"missing column\(s\) 'day'"):
+            partition_history(engine, FileTarget(partitioned_file(tmp_path)), "day")
+    finally:
+        engine.close()
+
+
+def test_a_partition_column_with_too_many_values_is_no_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reflex_actions.backtest import history as history_module
+
+    monkeypatch.setattr(history_module, "MAX_HISTORY_POINTS", 3)
+    engine = DuckDBEngine()
+    try:
+        with pytest.raises(HistoryError, match="more than 3 history points"):
+            partition_history(engine, FileTarget(partitioned_file(tmp_path)), "load_date")
+    finally:
+        engine.close()
+
+
+def test_an_engine_that_cannot_read_the_points_is_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = lakehouse_tables.iceberg_history(tmp_path, monkeypatch)
+    history = iceberg_history(table.catalog, table.table)
+
+    class FilesOnly(DuckDBEngine):
+        targets = (FileTarget,)
+
+    engine = FilesOnly()
+    try:
+        with pytest.raises(ReflexError, match=r"does not read the history of finance\.payments"):
+            backtest(TXN, [history], engine=engine)
+    finally:
+        engine.close()
