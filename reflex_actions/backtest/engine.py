@@ -103,9 +103,9 @@ class WorkerPool:
 
 
 @contextmanager
-def _duckdb_engine(memory_limit: str) -> Iterator[Engine]:
-    """The embedded engine on one DuckDB database with the memory limit and a temporary spill
-    folder."""
+def embedded_engine(memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Iterator[Engine]:
+    """The embedded engine a backtest runs on: one DuckDB database with the memory limit and a
+    temporary spill folder, shared by its workers."""
     import duckdb
 
     from reflex_actions.engines.duckdb import DuckDBEngine
@@ -127,7 +127,7 @@ def _duckdb_engine(memory_limit: str) -> Iterator[Engine]:
 @contextmanager
 def _pool(engine: Engine | None, memory_limit: str, workers: int) -> Iterator[WorkerPool]:
     """A pool of ``workers`` on ``engine`` (the caller's to close), or on the embedded one."""
-    with _duckdb_engine(memory_limit) if engine is None else nullcontext(engine) as used:
+    with embedded_engine(memory_limit) if engine is None else nullcontext(engine) as used:
         pool = WorkerPool(used, workers)
         try:
             yield pool

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import click
 
 from reflex_actions.backtest import BacktestReport, History, backtest, load_history
-from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
+from reflex_actions.backtest.engine import (
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_SAMPLE_SIZE,
+    embedded_engine,
+)
+from reflex_actions.backtest.history import delta_history, iceberg_history, partition_history
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.cli.targets import TargetOptions, target_options
 from reflex_actions.controls import Control, load_control_spec
+from reflex_actions.engines import DEFAULT_ENGINE, open_engine
+from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget
 from reflex_actions.errors import ReflexError
 from reflex_actions.report.backtest import render_html, render_markdown
 
@@ -47,15 +57,71 @@ def _reference_histories(control: Control, folder: Path | None) -> dict[str, His
     return {target.dataset: load_history(folder)} if target and folder else {}
 
 
+@contextmanager
+def _engine(name: str, memory_limit: str) -> Iterator[Engine]:
+    """The engine the backtest runs on: the embedded one bounded by ``memory_limit``, or the
+    one named, connected by its environment variables."""
+    if name == DEFAULT_ENGINE:
+        with embedded_engine(memory_limit) as engine:
+            yield engine
+    else:
+        with closing(open_engine(name)) as engine:
+            yield engine
+
+
+def _check_table_options(
+    targets: TargetOptions, partition_column: str | None, labels: Path | None
+) -> None:
+    if targets.snapshot_id is not None or targets.version is not None:
+        raise ReflexError(
+            "a backtest judges every snapshot or version of the table: drop --snapshot-id "
+            "and --version"
+        )
+    if labels is not None and not targets.given:
+        raise ReflexError(
+            "--labels labels a table's history; a history folder keeps its own labels.yaml"
+        )
+    if partition_column is not None and (targets.table is None or targets.iceberg is not None):
+        raise ReflexError("--partition-column COL makes a history of the partitions of --table")
+
+
+def _table_history(
+    engine: Engine, targets: TargetOptions, partition_column: str | None, labels: Path | None
+) -> History:
+    """The history the table options name: an Iceberg table's snapshots, a Delta table's
+    versions, or a table's partitions."""
+    target = targets.target(engine)
+    if isinstance(target, IcebergTarget):
+        return iceberg_history(target.catalog, target.table, labels=labels)
+    if isinstance(target, DeltaTarget):
+        return delta_history(target.path, labels=labels)
+    if partition_column is None:
+        raise ReflexError(
+            f"{target.shown[:200]} has no history by itself: give --partition-column COL"
+        )
+    return partition_history(engine, target, partition_column, labels=labels)
+
+
 @click.command("backtest")
 @click.argument("spec", type=click.Path(path_type=Path))
 @click.option(
     "--history",
     "histories",
     multiple=True,
-    required=True,
     type=click.Path(path_type=Path),
     help="A dataset's history folder (snapshot files + labels.yaml); repeat for several.",
+)
+@target_options
+@click.option(
+    "--partition-column",
+    metavar="COL",
+    help="Backtest on --table's partitions: one evaluation per value of COL.",
+)
+@click.option(
+    "--labels",
+    type=click.Path(path_type=Path),
+    help="The failures of a table's history (labels.yaml format; ids are partition values, "
+    "Iceberg snapshot ids or Delta versions).",
 )
 @click.option(
     "--reference-history",
@@ -77,6 +143,9 @@ def _reference_histories(control: Control, folder: Path | None) -> dict[str, His
 def backtest_command(
     spec: Path,
     histories: tuple[Path, ...],
+    targets: TargetOptions,
+    partition_column: str | None,
+    labels: Path | None,
     reference_history: Path | None,
     as_json: bool,
     report_path: Path | None,
@@ -85,18 +154,32 @@ def backtest_command(
     min_precision: float | None,
     min_recall: float | None,
 ) -> None:
-    """Backtest a control SPEC on historical snapshots and report precision, recall, coverage."""
+    """Backtest a control SPEC on historical snapshots and report precision, recall, coverage.
+
+    The history is a folder (--history), a table's partitions (--table with
+    --partition-column), an Iceberg table's snapshots (--iceberg) or a Delta table's versions
+    (--delta); the JSON is the same for each."""
     control = load_control_spec(spec)
-    loaded = [load_history(folder) for folder in histories]
+    _check_table_options(targets, partition_column, labels)
+    if not histories and not targets.given:
+        raise ReflexError(
+            "no history given: --history DIR, or a table (--table with --partition-column, "
+            "--iceberg, --delta)"
+        )
     references = _reference_histories(control, reference_history)
-    report: BacktestReport = backtest(
-        control,
-        loaded,
-        sample_size=sample_size,
-        memory_limit=memory_limit,
-        progress=TerminalProgress() if sys.stderr.isatty() else None,
-        references=references,
-    )
+    with _engine(targets.engine, memory_limit) as engine:
+        loaded = [load_history(folder) for folder in histories]
+        if targets.given:
+            loaded.append(_table_history(engine, targets, partition_column, labels))
+        report: BacktestReport = backtest(
+            control,
+            loaded,
+            sample_size=sample_size,
+            memory_limit=memory_limit,
+            progress=TerminalProgress() if sys.stderr.isatty() else None,
+            references=references,
+            engine=engine,
+        )
     if report_path is not None:
         report_path.write_text(render_html(report), encoding="utf-8")
     if as_json:

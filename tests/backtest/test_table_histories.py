@@ -4,12 +4,14 @@ versions; labelled by a labels.yaml-format file whose ids are those points."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from reflex_actions.backtest import BacktestReport, backtest
 from reflex_actions.backtest.history import (
@@ -18,11 +20,13 @@ from reflex_actions.backtest.history import (
     iceberg_history,
     partition_history,
 )
+from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.engines.base import FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.errors import ReflexError, SchemaDriftError
+from tests.conftest import write_snapshot
 from tests.engines import lakehouse_tables
 
 TXN = UniquenessControl(field="transaction_id")
@@ -180,3 +184,104 @@ def test_an_engine_that_cannot_read_the_points_is_bad_input(
             backtest(TXN, [history], engine=engine)
     finally:
         engine.close()
+
+
+def shape(payload: object) -> object:
+    """The keys of a JSON document at every level (a list by its first item)."""
+    if isinstance(payload, dict):
+        return {key: shape(value) for key, value in payload.items() if key != "undefined"}
+    if isinstance(payload, list):
+        return [shape(payload[0])] if payload else []
+    return None
+
+
+def backtest_json(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(cli, ["backtest", *args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text("type: uniqueness\nfield: transaction_id\n")
+    return str(path)
+
+
+@pytest.fixture
+def folder_shape(tmp_path: Path, spec: str) -> object:
+    folder = tmp_path / "finance.payments"
+    write_snapshot(folder / "2026-09-01.parquet", [{"transaction_id": "t0"}])
+    write_snapshot(folder / "2026-09-02.parquet", [{"transaction_id": "t0"}] * 2)
+    (folder / "labels.yaml").write_text("failures: [2026-09-02]\n")
+    code, payload = backtest_json(spec, "--history", str(folder))
+    assert code == 0
+    return shape(payload)
+
+
+def test_cli_backtests_iceberg_snapshots_with_the_folder_backtest_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, folder_shape: object
+) -> None:
+    table = lakehouse_tables.iceberg_history(tmp_path, monkeypatch)
+    labelled = labels(tmp_path, f"failures: [{table.duplicated}]\n")
+    code, payload = backtest_json(
+        spec, "--iceberg", table.catalog, "--table", table.table, "--labels", str(labelled)
+    )
+    assert code == 0, payload
+    assert shape(payload) == folder_shape
+    assert [row["snapshot_id"] for row in payload["per_snapshot"]] == [
+        str(s) for s in (table.clean, table.duplicated, table.repaired, table.duplicated_again)
+    ]
+    assert (payload["true_positives"], payload["false_positives"]) == (1, 1)
+    assert (payload["precision"], payload["recall"]) == (0.5, 1.0)
+
+
+def test_cli_backtests_delta_versions_with_the_folder_backtest_json(
+    tmp_path: Path, spec: str, folder_shape: object
+) -> None:
+    path = lakehouse_tables.delta_history(tmp_path)
+    labelled = labels(tmp_path, "failures: [1]\n")
+    code, payload = backtest_json(spec, "--delta", path, "--labels", str(labelled))
+    assert code == 0, payload
+    assert shape(payload) == folder_shape
+    assert [row["verdict"] for row in payload["per_snapshot"]] == [
+        "true_negative",
+        "true_positive",
+        "true_negative",
+        "false_positive",
+        "not_evaluable",
+    ]
+
+
+def test_cli_backtests_a_partition_column_with_the_folder_backtest_json(
+    tmp_path: Path, spec: str, folder_shape: object
+) -> None:
+    path = partitioned_file(tmp_path)
+    labelled = labels(tmp_path, "failures: [2026-09-02, 2026-09-03]\n")
+    code, payload = backtest_json(
+        spec, "--table", str(path), "--partition-column", "load_date", "--labels", str(labelled)
+    )
+    assert code == 0, payload
+    assert shape(payload) == folder_shape
+    assert (payload["precision"], payload["recall"]) == (0.5, 0.5)
+    assert payload["datasets"][0]["dataset"] == "payments"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ([], "no history given"),
+        (["--iceberg", "reflex"], "--iceberg CATALOG needs --table"),
+        (["--delta", "d", "--iceberg", "i", "--table", "t"], "name two tables"),
+        (["--delta", "d", "--version", "1"], "drop --snapshot-id and --version"),
+        (["--history", "h", "--labels", "l.yaml"], "a history folder keeps its own labels.yaml"),
+        (["--delta", "d", "--partition-column", "c"], "partitions of --table"),
+        (["--table", "payments.parquet"], "give --partition-column COL"),
+        (["--table", "t", "--partition-column", "c", "--engine", "nope"], "no engine 'nope'"),
+    ],
+)
+def test_cli_table_options_that_name_no_one_history_are_bad_input(
+    spec: str, args: list[str], error: str
+) -> None:
+    code, payload = backtest_json(spec, *args)
+    assert code == 2
+    assert error in payload["error"]
