@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import sqlglot
@@ -176,12 +177,15 @@ def _cte(name: str, source: exp.Query) -> exp.CTE:
     return exp.CTE(this=source.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
 
 
-#: How a compiled control is shown to people (lesson page, assertion logic): the snapshot file
-#: (and a parent's, for a control checked against one) is bound at run time.
-SHOWN_RELATION = Relation.of(
-    "SELECT * FROM read_parquet($snapshot)",
-    reference=Relation.of("SELECT * FROM read_parquet($reference)"),
-)
+@cache
+def shown_relation() -> Relation:
+    """How a compiled control is shown to people (lesson page, assertion logic): the snapshot
+    file (and a parent's, for a control checked against one) is bound at run time. Built on
+    first use: parsing loads the DuckDB dialect, which importing this module does not need."""
+    return Relation.of(
+        "SELECT * FROM read_parquet($snapshot)",
+        reference=Relation.of("SELECT * FROM read_parquet($reference)"),
+    )
 
 
 # --- migration: controls still written as DuckDB text (removed once every control builds a tree)
@@ -202,7 +206,7 @@ def shown_sql(
     """A compiled control as a steward reads it."""
     if isinstance(query, CompiledQuery):
         return query.sql
-    return query.shown(relation or SHOWN_RELATION, dialect)
+    return query.shown(relation or shown_relation(), dialect)
 
 
 def indent(sql: str, spaces: int = 4) -> str:

@@ -25,8 +25,8 @@ from reflex_actions.sql import (
     EXECUTED_DIALECTS,
     RENDERED_DIALECTS,
     SHOWN_DIALECT,
-    SHOWN_RELATION,
     Relation,
+    shown_relation,
     shown_sql,
 )
 from reflex_actions.times import now_ms, parse_instant
@@ -84,7 +84,7 @@ def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> R
     """What the shown SQL reads: the snapshot file in DuckDB, else the named table (and the
     referenced dataset's table, by its urn's name)."""
     if dialect == SHOWN_DIALECT and table is None:
-        return SHOWN_RELATION
+        return shown_relation()
     if table is None:
         raise ReflexError(f"--dialect {dialect} reads a table: give it with --table NAME")
     target = control_spec.referenced()

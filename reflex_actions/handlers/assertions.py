@@ -39,7 +39,7 @@ from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.executor import ControlResult
 from reflex_actions.handlers.directives import Outbox
 from reflex_actions.lessons.model import Lesson, Recurrence
-from reflex_actions.sql import SHOWN_RELATION, shown_sql
+from reflex_actions.sql import shown_relation, shown_sql
 from reflex_actions.vocabulary import display_name
 
 CONTROL_PROPERTY = "reflex.control"
@@ -71,7 +71,7 @@ def assertion_mcp(
             type=f"Reflex {control.type}",
             entity=dataset_urn,
             field=make_schema_field_urn(dataset_urn, fields[0]) if len(fields) == 1 else None,
-            logic=shown_sql(control.compile(SHOWN_RELATION)),
+            logic=shown_sql(control.compile(shown_relation())),
         ),
         source=AssertionSourceClass(type=AssertionSourceTypeClass.EXTERNAL),
         description=f"{control.describe()} (Reflex lesson from {lesson.incident})",

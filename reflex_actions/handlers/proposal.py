@@ -16,7 +16,7 @@ from reflex_actions.report import markdown
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.report.lesson_page import learning_section, proposal_report, scope_summary
 from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
-from reflex_actions.sql import SHOWN_RELATION, shown_sql
+from reflex_actions.sql import shown_relation, shown_sql
 from reflex_actions.vocabulary import APPROVAL, SCOPE, display_name
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def propose(lesson: Lesson, ctx: HandlerContext) -> None:
     scope = [lesson.source_dataset, *(c.urn for c in resolution.recommended)]
     backtest_section = _backtest_section(lesson, control, resolution, mappings, ctx)
     lesson.report = proposal_report(
-        shown_sql(control.compile(SHOWN_RELATION)), resolution, backtest_section
+        shown_sql(control.compile(shown_relation())), resolution, backtest_section
     )
     lesson.field_mappings = mappings
     move(lesson, LessonState.PENDING_APPROVAL)

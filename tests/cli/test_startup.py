@@ -177,3 +177,12 @@ def test_compiling_a_control_of_a_kind_module_loads_that_kind_alone(tmp_path: Pa
         "reflex_actions.kinds.base",
         "reflex_actions.kinds.missing_values",
     ]
+
+
+def test_the_query_model_loads_no_dialect_to_be_imported(tmp_path: Path) -> None:
+    """A dialect is loaded where a query is rendered or parsed, not where the query model is
+    imported (a command rendering PostgreSQL alone never needs DuckDB's)."""
+    code, modules = imported_by(tmp_path, "import reflex_actions.sql")
+    assert code == 0
+    assert "sqlglot" in modules
+    assert [m for m in modules if m.startswith("sqlglot.") and m.endswith(".duckdb")] == []

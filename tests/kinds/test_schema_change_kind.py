@@ -22,7 +22,7 @@ from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
-from reflex_actions.sql import SHOWN_RELATION, shown_sql
+from reflex_actions.sql import shown_relation, shown_sql
 from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
@@ -204,7 +204,7 @@ def test_new_columns_count_only_when_not_allowed(tmp_path: Path) -> None:
 def test_hostile_column_names_are_bound_and_counted(tmp_path: Path) -> None:
     kept, dropped = HOSTILE_NAMES[0], HOSTILE_NAMES[2]
     control = contract({kept: "BIGINT", dropped: "VARCHAR"})
-    shown = shown_sql(control.compile(SHOWN_RELATION))
+    shown = shown_sql(control.compile(shown_relation()))
     assert kept not in shown and dropped not in shown
     path = parquet(tmp_path / "s.parquet", **{kept: pa.array([1])})
     result = run_control(control, path)
