@@ -5,8 +5,10 @@ versions; labelled by a labels.yaml-format file whose ids are those points."""
 from __future__ import annotations
 
 import json
+import threading
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from reflex_actions.backtest import BacktestReport, backtest
+from reflex_actions.backtest import engine as backtest_engine
 from reflex_actions.backtest.history import (
     HistoryError,
     delta_history,
@@ -23,7 +26,7 @@ from reflex_actions.backtest.history import (
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
-from reflex_actions.engines.base import FileTarget
+from reflex_actions.engines.base import Engine, FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.errors import ReflexError, SchemaDriftError
 from tests.conftest import write_snapshot
@@ -285,3 +288,24 @@ def test_cli_table_options_that_name_no_one_history_are_bad_input(
     code, payload = backtest_json(spec, *args)
     assert code == 2
     assert error in payload["error"]
+
+
+def test_iceberg_snapshots_are_judged_concurrently_each_worker_reading_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = lakehouse_tables.iceberg_history(tmp_path, monkeypatch)
+    history = iceberg_history(table.catalog, table.table)
+    together = threading.Barrier(2, timeout=30)  # passes only with two judged at once
+    workers: set[int] = set()
+    judge = backtest_engine._judge
+
+    def two_at_once(worker: Engine, *rest: Any) -> Any:
+        workers.add(id(worker))
+        together.wait()
+        return judge(worker, *rest)
+
+    monkeypatch.setattr(backtest_engine, "_judge", two_at_once)
+    report = backtest(TXN, [history], workers=2)
+    assert len(workers) == 2
+    assert [o.rows_scanned for o in report.per_snapshot] == [4, 5, 4, 6]
+    assert [o.flagged for o in report.per_snapshot] == [False, True, False, True]

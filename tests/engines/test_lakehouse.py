@@ -13,7 +13,8 @@ from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.engines.base import DeltaTarget, EngineError, IcebergTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
-from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
+from reflex_actions.engines.lakehouse import load_iceberg_table
+from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
 from tests.engines.lakehouse_tables import delta_history, iceberg_history
 
@@ -124,3 +125,60 @@ def test_each_iceberg_snapshot_and_delta_version_is_a_point_oldest_first(
     delta = load_delta_history(delta_history(tmp_path))
     assert [point.snapshot_id for point in delta.points] == ["0", "1", "2", "3", "4"]
     assert delta.dataset == "payments"
+
+
+def test_a_snapshot_from_before_a_column_was_added_is_schema_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.types import StringType
+
+    table = iceberg_history(tmp_path, monkeypatch)
+    loaded = load_iceberg_table(table.catalog, table.table)
+    with loaded.update_schema() as update:
+        update.add_column("currency", StringType())
+    currency = UniquenessControl(field="currency")
+    with pytest.raises(SchemaDriftError, match=r"missing column\(s\) 'currency'"):
+        run_control(currency, IcebergTarget(table.catalog, table.table, table.clean))
+
+
+def test_a_worker_holds_one_arrow_table_per_parameter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the next point under the same parameter releases the previous one's rows; a
+    parent's, read under another parameter beside it, stays."""
+    table = iceberg_history(tmp_path, monkeypatch)
+    engine = DuckDBEngine()
+    try:
+        first = engine.relation(IcebergTarget(table.catalog, table.table, table.clean))
+        parent = engine.relation(
+            IcebergTarget(table.catalog, table.table, table.duplicated), parameter="reference"
+        )
+        second = engine.relation(IcebergTarget(table.catalog, table.table, table.repaired))
+        assert engine.fetch(f"SELECT count(*) FROM ({parent.sql})", {}) == [(5,)]
+        assert engine.fetch(f"SELECT count(*) FROM ({second.sql})", {}) == [(4,)]
+        with pytest.raises(SnapshotUnreadableError, match="does not exist"):
+            engine.fetch(f"SELECT count(*) FROM ({first.sql})", {})
+    finally:
+        engine.close()
+
+
+def test_workers_read_their_points_on_their_own_cursors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers of one engine read two snapshots at once, neither seeing the other's."""
+    table = iceberg_history(tmp_path, monkeypatch)
+    engine = DuckDBEngine()
+    workers = [engine.worker(), engine.worker()]
+    try:
+        clean, duplicated = (
+            worker.relation(IcebergTarget(table.catalog, table.table, snapshot))
+            for worker, snapshot in zip(workers, (table.clean, table.duplicated), strict=True)
+        )
+        assert workers[0].fetch(f"SELECT count(*) FROM ({clean.sql})", {}) == [(4,)]
+        assert workers[1].fetch(f"SELECT count(*) FROM ({duplicated.sql})", {}) == [(5,)]
+        with pytest.raises(SnapshotUnreadableError, match="does not exist"):
+            workers[0].fetch(f"SELECT count(*) FROM ({duplicated.sql})", {})
+    finally:
+        for worker in workers:
+            worker.close()
+        engine.close()
