@@ -36,7 +36,7 @@ from reflex_actions.errors import (
     first_line,
 )
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SNAPSHOT, Relation
+from reflex_actions.sql import SNAPSHOT, Relation, column, param
 
 # PySpark is imported where a session starts or a query runs: importing the engines (as the
 # registry does to name them) starts no JVM.
@@ -155,29 +155,35 @@ class SparkEngine(Engine):
     def relation(
         self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT
     ) -> Relation:
+        """A table, a file, or one partition of either: the rows whose partition column holds
+        the partition's value (bound as text under ``<parameter>_partition``, compared as
+        Spark casts it to the column's type)."""
         if isinstance(target, TableTarget):
-            source, params, types = self._table(target, parameter)
+            source, types = self._table(target)
             text_only = False
         elif isinstance(target, FileTarget):
             snapshot = SnapshotFile.from_path(target.path)
-            (source, types), params = self._file(snapshot), {}
+            source, types = self._file(snapshot)
             text_only = snapshot.format == "csv"
         else:
             raise SnapshotUnreadableError(f"the spark engine does not read {target.shown}")
-        missing = [name for name in required if name not in types]
+        partition = target.partition_column
+        needed = dict.fromkeys([*required, *([partition] if partition is not None else [])])
+        missing = [name for name in needed if name not in types]
         if missing:
-            raise SchemaDriftError(target.shown, missing, list(types))
+            raise SchemaDriftError(target.shown[:300], missing, list(types))
+        params: dict[str, Any] = {}
+        if partition is not None:
+            bound = f"{parameter}_partition"
+            source = source.where(column(partition).eq(param(bound)))
+            params[bound] = target.partition
         return Relation(source=source, params=params, types=types, text_only=text_only)
 
-    def _table(
-        self, target: TableTarget, parameter: str
-    ) -> tuple[exp.Select, dict[str, Any], dict[str, str]]:
-        """A catalog table (or one partition of it: its value bound as
-        ``<parameter>_partition``), and its column types."""
-        parts = target.parts()
-        whole = table_source(TableTarget(target.name), parts)
+    def _table(self, target: TableTarget) -> tuple[exp.Select, dict[str, str]]:
+        """The whole catalog table, and its column types."""
+        source = table_source(TableTarget(target.name))
         try:
-            schema = self.session.sql(whole.sql(dialect=self.dialect)).schema
+            schema = self.session.sql(source.sql(dialect=self.dialect)).schema
         except _spark_errors() as error:
             if _condition(error) == TABLE_NOT_FOUND:
                 raise SnapshotNotFoundError(
@@ -186,16 +192,7 @@ class SparkEngine(Engine):
             raise SnapshotUnreadableError(
                 f"cannot read table {target.name[:200]!r}: {_reason(error)}"
             ) from None
-        types = _types(schema)
-        if target.partition_column is None:
-            return whole, {}, types
-        if target.partition_column not in types:
-            raise SchemaDriftError(target.name, [target.partition_column], list(types))
-        bound = f"{parameter}_partition"
-        source = table_source(target, parts)
-        for placeholder in source.find_all(exp.Placeholder):
-            placeholder.set("this", bound)
-        return source, {bound: target.partition}, types
+        return source, _types(schema)
 
     def _file(self, snapshot: SnapshotFile) -> tuple[exp.Select, dict[str, str]]:
         """``SELECT * FROM`` the file's temporary view (registered again on every read, so a

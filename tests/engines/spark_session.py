@@ -8,6 +8,7 @@ loopback, its tables in a temporary warehouse and the session's clock in UTC.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ _STARTED: list[SparkSession] = []
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     if not _STARTED:
+        # the address Spark finds for this host's name otherwise (not a loopback one)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         scratch = tmp_path_factory.mktemp("spark")
         builder = (
             session_builder(warehouse=scratch / "warehouse")
