@@ -26,11 +26,15 @@ from reflex_actions.backtest.history import (
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
-from reflex_actions.engines.base import Engine, FileTarget
+from reflex_actions.engines.base import Engine, FileTarget, TableTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
+from reflex_actions.engines.postgres import PostgresEngine
 from reflex_actions.errors import ReflexError, SchemaDriftError
 from tests.conftest import write_snapshot
 from tests.engines import lakehouse_tables
+from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
+
+__all__ = ["postgres_server"]  # the session fixture, used by name below
 
 TXN = UniquenessControl(field="transaction_id")
 
@@ -309,3 +313,30 @@ def test_iceberg_snapshots_are_judged_concurrently_each_worker_reading_its_own(
     assert len(workers) == 2
     assert [o.rows_scanned for o in report.per_snapshot] == [4, 5, 4, 6]
     assert [o.flagged for o in report.per_snapshot] == [False, True, False, True]
+
+
+def test_a_partition_column_is_a_history_on_postgres_too(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    """The same partitions, listed and judged inside a real server: the same exact metrics."""
+    days = pq.read_table(partitioned_file(tmp_path)).to_pylist()
+    create_table(postgres_server, ("finance", "daily_payments"), days)
+    engine = PostgresEngine(postgres_server.url())
+    try:
+        history = partition_history(
+            engine,
+            TableTarget("finance.daily_payments"),
+            "load_date",
+            labels=labels(tmp_path, "failures: [2026-09-02, 2026-09-03]\n"),
+        )
+        report = backtest(TXN, [history], engine=engine, workers=2)
+    finally:
+        engine.close()
+    assert verdicts(report) == {
+        "2026-09-01": "true_negative",
+        "2026-09-02": "true_positive",
+        "2026-09-03": "false_negative",
+        "2026-09-04": "false_positive",
+    }
+    assert [o.rows_scanned for o in report.per_snapshot] == [2, 3, 3, 2]
+    assert report.datasets[0].dataset == "finance.daily_payments"
