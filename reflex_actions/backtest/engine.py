@@ -158,12 +158,11 @@ def backtest(
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ReflexError(f"backtest workers must be a whole number of at least 1, not {workers!r}")
-    if engine is not None:
-        _check_reads(engine, histories)
     started = time.perf_counter()
     datasets: list[DatasetBacktest] = []
     outcomes: list[SnapshotOutcome] = []
     with _pool(engine, memory_limit, workers) as pool:
+        _check_reads(pool.engine, histories)
         for history in histories:
             own_control = (controls_by_dataset or {}).get(history.dataset, control)
             dataset, dataset_outcomes = _backtest_history(

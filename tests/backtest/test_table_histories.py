@@ -18,7 +18,9 @@ from click.testing import CliRunner
 from reflex_actions.backtest import BacktestReport, backtest
 from reflex_actions.backtest import engine as backtest_engine
 from reflex_actions.backtest.history import (
+    History,
     HistoryError,
+    HistoryPoint,
     delta_history,
     iceberg_history,
     partition_history,
@@ -340,3 +342,19 @@ def test_a_partition_column_is_a_history_on_postgres_too(
     }
     assert [o.rows_scanned for o in report.per_snapshot] == [2, 3, 3, 2]
     assert report.datasets[0].dataset == "finance.daily_payments"
+
+
+def test_the_embedded_engine_refuses_a_history_of_server_tables() -> None:
+    """A table's partitions listed on a server are no history the embedded engine can judge:
+    bad input naming the history, not a backtest where nothing was evaluable."""
+    point = HistoryPoint("2026-09-01", TableTarget("finance.payments", "load_date", "2026-09-01"))
+    history = History(
+        dataset="finance.payments",
+        folder=None,
+        snapshots=(),
+        labels={},
+        table="finance.payments partitioned by load_date",
+        table_points=(point,),
+    )
+    with pytest.raises(ReflexError, match=r"the duckdb engine does not read the history of"):
+        backtest(TXN, [history])
