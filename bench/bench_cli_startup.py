@@ -2,13 +2,16 @@
 
 Usage::
 
-    python bench/bench_cli_startup.py [--repeat 15] [--max-wait 300] [--tree DIR]
+    python bench/bench_cli_startup.py [--repeat 15] [--max-wait 300] [--tree DIR ...]
 
 Times fresh processes of the CLI, each running what the console script
 ``.venv/bin/datahub-reflex`` runs (``sys.exit(cli())``) from the working tree ``--tree``
-(default: this repository; e.g. a ``git archive`` of an older commit, for a before/after):
-``--help``, ``control compile action_configs/controls/unique_transaction_id.yaml`` and
-``control run`` of that spec on ``snapshots/finance.payments/2026-09-09.parquet`` (739 rows,
+(default: this repository; e.g. a ``git archive`` of an older commit, for a before/after).
+Given several times, every tree's commands run in the same rounds, so a before and an after
+share whatever load the machine has; their figures are named ``command (tree folder name)``.
+The commands are ``--help``,
+``control compile action_configs/controls/unique_transaction_id.yaml`` and ``control run`` of
+that spec on ``snapshots/finance.payments/2026-09-09.parquet`` (739 rows,
 100 duplicates: exit 1), beside ``python -c pass`` (the interpreter alone) and
 ``python -c "import duckdb"`` (the floor of anything that runs a control). Targets (issue 15):
 ``--help`` and ``control compile`` under 0.5 s, ``control run`` under 0.3 s more than importing
@@ -40,7 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench_referential_integrity import bench_lock, wait_for_quiet
 from bench_row_kinds import print_load
@@ -59,10 +62,13 @@ CLI = [
     "sys.exit(cli())",
 ]
 
-#: name -> (command, the exit code it must end with)
-COMMANDS: dict[str, tuple[list[str], int]] = {
+#: name -> (command, the exit code it must end with): the interpreter's, run once a round
+BASELINES: dict[str, tuple[list[str], int]] = {
     "python -c pass": ([PYTHON, "-c", "pass"], 0),
     'python -c "import duckdb"': ([PYTHON, "-c", "import duckdb"], 0),
+}
+#: name -> (command, the exit code it must end with): the CLI's, run in every tree
+CLI_COMMANDS: dict[str, tuple[list[str], int]] = {
     "datahub-reflex --help": ([*CLI, "--help"], 0),
     "control compile": ([*CLI, "control", "compile", SPEC], 0),
     "control run": ([*CLI, "control", "run", SPEC, "--snapshot", SNAPSHOT], 1),
@@ -90,9 +96,30 @@ def environment(setting: str, pycache: Path) -> dict[str, str]:
     return env
 
 
-def timed(name: str, tree: Path, env: dict[str, str]) -> dict[str, float]:
-    """Wall and CPU seconds of one fresh process of command ``name``; its exit code checked."""
-    command, expected = COMMANDS[name]
+class Run(NamedTuple):
+    """One timed command: its figures' name, the command's (what its target is set for), what
+    it runs, where, and the exit code it must end with."""
+
+    name: str
+    command_name: str
+    command: list[str]
+    tree: Path
+    expected: int
+
+
+def plan(trees: list[Path]) -> list[Run]:
+    """The baselines (in the first tree), then every tree's CLI commands."""
+    runs = [Run(name, name, command, trees[0], code) for name, (command, code) in BASELINES.items()]
+    for tree in trees:
+        suffix = f" ({tree.name})" if len(trees) > 1 else ""
+        for name, (command, code) in CLI_COMMANDS.items():
+            runs.append(Run(name + suffix, name, command, tree, code))
+    return runs
+
+
+def timed(run: Run, env: dict[str, str]) -> dict[str, float]:
+    """Wall and CPU seconds of one fresh process of ``run``; its exit code checked."""
+    name, _, command, tree, expected = run
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, check=False)
@@ -116,12 +143,16 @@ def stats(runs: list[dict[str, float]]) -> dict[str, Any]:
     }
 
 
-def verdicts(figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each target's measured figure (median wall, less its baseline's) and whether it is met."""
+def verdicts(figures: dict[str, dict[str, Any]], runs: list[Run]) -> dict[str, dict[str, Any]]:
+    """Each target's measured figure (median wall, less its baseline's) and whether it is met,
+    for every tree's command."""
     result = {}
-    for name, (limit, baseline) in TARGETS.items():
-        measured = figures[name]["seconds"] - (figures[baseline]["seconds"] if baseline else 0)
-        result[name] = {
+    for run in runs:
+        if run.command_name not in TARGETS:
+            continue
+        limit, baseline = TARGETS[run.command_name]
+        measured = figures[run.name]["seconds"] - (figures[baseline]["seconds"] if baseline else 0)
+        result[run.name] = {
             "measured_seconds": round(measured, 3),
             "target_seconds": limit,
             "over": baseline,
@@ -130,33 +161,35 @@ def verdicts(figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return result
 
 
-def benchmark(tree: Path, repeat: int, max_wait: float) -> dict[str, Any]:
-    """Time every command in both settings ``repeat`` times, interleaved."""
-    names = list(COMMANDS)
+def benchmark(trees: list[Path], repeat: int, max_wait: float) -> dict[str, Any]:
+    """Time every command of every tree in both settings ``repeat`` times, interleaved."""
+    planned = plan(trees)
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
-        s: {n: [] for n in names} for s in SETTINGS
+        s: {run.name: [] for run in planned} for s in SETTINGS
     }
     with tempfile.TemporaryDirectory(prefix="reflex-pycache-") as pycache, bench_lock():
         envs = {setting: environment(setting, Path(pycache)) for setting in SETTINGS}
         for setting in SETTINGS:  # warm the page cache and (cached) write the bytecode
-            for name in names:
-                timed(name, tree, envs[setting])
+            for run in planned:
+                timed(run, envs[setting])
         start = wait_for_quiet(max_wait)
         rounds = []
         for round_index in range(repeat):
             rounds.append(start if round_index == 0 else wait_for_quiet(max_wait / 5))
-            shift = round_index % len(names)
-            for name in names[shift:] + names[:shift]:
+            shift = round_index % len(planned)
+            for run in planned[shift:] + planned[:shift]:
                 for setting in SETTINGS:
-                    runs[setting][name].append(timed(name, tree, envs[setting]))
+                    runs[setting][run.name].append(timed(run, envs[setting]))
             print(f"  round {round_index + 1}/{repeat} done (load {load_average()})")
         load_after = load_average()
-    figures = {s: {n: stats(runs[s][n]) for n in names} for s in SETTINGS}
+    figures = {s: {run.name: stats(runs[s][run.name]) for run in planned} for s in SETTINGS}
     return {
         "benchmark": "cli_startup",
-        "tree": str(tree),
+        "trees": [str(tree) for tree in trees],
         "repeat": repeat,
-        "settings": {s: {"figures": figures[s], "targets": verdicts(figures[s])} for s in SETTINGS},
+        "settings": {
+            s: {"figures": figures[s], "targets": verdicts(figures[s], planned)} for s in SETTINGS
+        },
         "load_average": {
             "before": start["load"],
             "after": load_after,
@@ -170,10 +203,10 @@ def benchmark(tree: Path, repeat: int, max_wait: float) -> dict[str, Any]:
 def print_result(result: dict[str, Any]) -> None:
     for setting, figures in result["settings"].items():
         print(f"\nbytecode {setting}")
-        print(f"{'command':<28}{'median s':>10}{'best s':>10}{'cpu s':>10}")
+        print(f"{'command':<44}{'median s':>10}{'best s':>10}{'cpu s':>10}")
         for name, row in figures["figures"].items():
             print(
-                f"{name:<28}{row['seconds']:>10.3f}{row['best_seconds']:>10.3f}"
+                f"{name:<44}{row['seconds']:>10.3f}{row['best_seconds']:>10.3f}"
                 f"{row['cpu_seconds']:>10.3f}"
             )
         for name, verdict in figures["targets"].items():
@@ -190,9 +223,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--max-wait", type=float, default=300.0)
-    parser.add_argument("--tree", type=Path, default=REPO, help="working tree to run the CLI of")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        action="append",
+        help="working tree to run the CLI of (repeat it to compare trees in the same rounds)",
+    )
     args = parser.parse_args()
-    result = benchmark(args.tree.resolve(), args.repeat, args.max_wait)
+    trees = [tree.resolve() for tree in args.tree or [REPO]]
+    result = benchmark(trees, args.repeat, args.max_wait)
     print_result(result)
     print(json.dumps(result))
 
