@@ -184,10 +184,11 @@ class FieldValuesControl(Control):
         value = Value.of(self.field, column_type)
         condition, params = self.offending(value, column_type)
         invalid = exp.and_(value.column.is_(exp.null()).not_(), exp.paren(condition))
-        flagged = exp.Case(ifs=[exp.If(this=invalid, true=exp.Literal.number(1))])
         counts = exp.select(
             exp.func("count", exp.Star()).as_("rows_scanned"),
-            exp.func("count", flagged).as_("violation_count"),
+            exp.func("count", exp.case().when(invalid, exp.Literal.number(1))).as_(
+                "violation_count"
+            ),
         ).from_(SNAPSHOT)
         sample = (
             exp.select(value.text.as_("value"), exp.func("count", exp.Star()).as_("occurrences"))
@@ -233,14 +234,13 @@ class AcceptedValuesControl(FieldValuesControl):
         texts = [listed for listed in self.values if isinstance(listed, str)]
         numbers = [float(listed) for listed in self.values if not isinstance(listed, str)]
         params = {f"accepted_{i}": listed for i, listed in enumerate([*texts, *numbers])}
-        names = iter(params)
+        placeholders = [param(name) for name in params]
         accepted: list[exp.Expression] = []
         if texts:
-            listed = [param(next(names)) for _ in texts]
+            listed = placeholders[: len(texts)]
             accepted.append(exp.In(this=value.text.copy(), expressions=listed))
         if numbers:
-            listed = [param(next(names)) for _ in numbers]
-            among = exp.In(this=value.number.copy(), expressions=listed)
+            among = exp.In(this=value.number.copy(), expressions=placeholders[len(texts) :])
             accepted.append(exp.func("coalesce", among, exp.false()))
         return exp.or_(*accepted).not_(), params
 

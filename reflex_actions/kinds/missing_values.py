@@ -248,7 +248,7 @@ class MissingValuesKind(LessonKind):
 
 def _count_where(condition: exp.Expression) -> exp.Expression:
     """The rows meeting ``condition``, in every dialect (0 when there are none)."""
-    return exp.func("count", exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))]))
+    return exp.func("count", exp.case().when(condition, exp.Literal.number(1)))
 
 
 def _names(text: IncidentText, field: str) -> bool:
