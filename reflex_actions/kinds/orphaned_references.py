@@ -152,11 +152,12 @@ INTEGER_DIGITS = {
     "UBIGINT": 20,
 }
 _HEX = "[0-9a-f]"
+_DAY = "[0-9]{4,}-[0-9]{2}-[0-9]{2}( [(]BC[)])?"
 #: The shape of the one text form of the other types (no backslashes: dialects escape them
 #: differently in literals).
 TEXT_FORMS = {
-    "DATE": "^[0-9]{4,}-[0-9]{2}-[0-9]{2}$",
-    "TIMESTAMP": "^[0-9]{4,}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$",
+    "DATE": f"^({_DAY}|-?infinity)$",
+    "TIMESTAMP": f"^({_DAY} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}([.][0-9]{{1,6}})?|-?infinity)$",
     "UUID": f"^{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$",
     "BOOLEAN": "^(true|false)$",
 }
@@ -171,7 +172,7 @@ def text_form(type_name: str) -> str:
         return f"^-?[0-9]{{1,{INTEGER_DIGITS[type_name]}}}$"
     if decimal is not None and decimal.group(2) is not None:
         precision, scale = int(decimal.group(2)), int(decimal.group(3))
-        whole = f"[0-9]{{1,{precision - scale}}}" if precision > scale else "0"
+        whole = f"[0-9]{{1,{precision - scale}}}" if precision > scale else "0?"  # DuckDB: .50
         return f"^-?{whole}" + (f"[.][0-9]{{{scale}}}$" if scale else "$")
     return TEXT_FORMS[type_name]
 

@@ -26,7 +26,7 @@ from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ReferenceSnapshot, run_control
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds import registered_kinds
-from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
+from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES, text_form
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonDraft, LessonState
@@ -750,9 +750,8 @@ def test_counts_and_sample_render_in_every_dialect(
     )
     for dialect, (counts, sample) in texts.items():
         # PostgreSQL has no soft cast: only text of a date's shape is cast there
-        safe_cast = {"bigquery": "SAFE_CAST(", "postgres": "~ '^[0-9]{4,}-"}.get(
-            dialect, "TRY_CAST("
-        )
+        shape = f"~ '{text_form('DATE')}' THEN CAST("
+        safe_cast = {"bigquery": "SAFE_CAST(", "postgres": shape}.get(dialect, "TRY_CAST(")
         assert (safe_cast in counts) == (child_type == "DATE"), (dialect, counts)
         assert "LIMIT 5" in sample and "ANTI" not in counts + sample, (dialect, sample)
 
@@ -763,7 +762,7 @@ def test_a_typed_parent_text_is_cast_safely_and_checked_to_round_trip() -> None:
     are."""
     typed = table_relation({HOSTILE_CHILD: "DATE"}, {HOSTILE_PARENT: "VARCHAR"})
     counts = rendered(hostile_control(), typed, "duckdb")[0][0]
-    text, shape = 'CAST(parent."select" AS TEXT)', "'^[0-9]{4,}-[0-9]{2}-[0-9]{2}$'"
+    text, shape = 'CAST(parent."select" AS TEXT)', f"'{text_form('DATE')}'"
     typed_value = f"CASE WHEN REGEXP_MATCHES({text}, {shape}) THEN TRY_CAST({text} AS DATE) END"
     assert f"SELECT DISTINCT {typed_value} AS parent_value" in counts
     assert f"WHERE CAST({typed_value} AS TEXT) = {text}" in counts
@@ -786,3 +785,32 @@ def test_a_passing_check_fetches_only_its_counts(tmp_path: Path, suffixes: tuple
         {"missing_parent_value": "3", "occurrences": 2},
         {"missing_parent_value": "4", "occurrences": 1},
     ]
+
+
+@pytest.mark.parametrize(
+    ("child_type", "values"),
+    [
+        ("DATE", ["0044-03-15 (BC)", "12026-01-01", "infinity", "-infinity", "2026-01-01"]),
+        ("TIMESTAMP", ["0044-03-15 (BC) 10:00:00", "2026-01-01 10:00:00.5", "infinity"]),
+        ("DECIMAL(2,2)", [".50", "-.25"]),
+        ("DECIMAL(4,1)", ["-5.0", "123.4"]),
+        ("BIGINT", ["-9223372036854775808", "0"]),
+        ("UUID", ["360790d3-d1cd-4451-9d1b-79f6dd437fcb"]),
+        ("BOOLEAN", ["true", "false"]),
+    ],
+)
+def test_every_text_form_duckdb_prints_is_read_in_the_child_type(
+    tmp_path: Path, child_type: str, values: list[str]
+) -> None:
+    """The shape a parent's text must have to be cast admits each spelling DuckDB writes for a
+    value of the child's type (BC dates, infinities, a decimal's bare fraction): a child value
+    is never an orphan of the text its own type prints."""
+    import duckdb
+
+    child = tmp_path / "child.parquet"
+    rows = ", ".join(f"(CAST('{value}' AS {child_type}))" for value in values)
+    duckdb.execute(f"COPY (SELECT * FROM (VALUES {rows}) AS t(order_id)) TO '{child}'")
+    parent = write_snapshot(tmp_path / "parent.csv", [{"order_id": v} for v in values])
+    reference = ReferenceSnapshot(SnapshotFile.from_path(parent), "given")
+    result = run_control(parse_control_spec(spec()), child, reference=reference)
+    assert (result.passed, result.rows_scanned) == (True, len(values)), result.sample
