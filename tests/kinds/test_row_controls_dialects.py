@@ -20,7 +20,6 @@ from tests.conformance.dialect_rendering import (
     RENDERED_DIALECTS,
     RecordingEngine,
     check_every_dialect,
-    compiled,
     quoted,
     table_relation,
 )
@@ -74,7 +73,7 @@ def test_the_duckdb_text_a_steward_reads_names_no_duckdb_only_construct() -> Non
         AcceptedValuesControl(field="currency", values=["EUR", 7]),
         ValueRangeControl(field="amount", min=0, max=10.5),
     ):
-        shown = compiled(control, relation).shown(relation, SHOWN_DIALECT).upper()
+        shown = control.compile(relation).shown(relation, SHOWN_DIALECT).upper()
         for construct in ("LIST(", "LIST_CONTAINS", "ROW(", "FILTER (", "QUALIFY", "::", "[1:"):
             assert construct not in shown, (control.type, construct, shown)
 
