@@ -93,19 +93,6 @@ class Relation:
     #: what the catalog records of the table, for a control judged on metadata alone
     recorded: RecordedFacts | None = None
 
-    # migration: what controls still written as DuckDB text read
-    @property
-    def sql(self) -> str:
-        return self.source.sql(dialect=SHOWN_DIALECT)
-
-    def partition_select(self) -> str:
-        return ""
-
-    def partition_suffix(self) -> str:
-        return ""
-
-    partition_column = None
-
     @classmethod
     def of(cls, sql: str, dialect: str = SHOWN_DIALECT, **known: Any) -> Relation:
         """A relation read by fixed SQL text (an engine's reader, with its placeholders)."""
@@ -188,24 +175,12 @@ def shown_relation() -> Relation:
     )
 
 
-# --- migration: controls still written as DuckDB text (removed once every control builds a tree)
-@dataclass(frozen=True)
-class CompiledQuery:
-    """A control compiled to DuckDB text: ``rows_scanned``, ``violation_count``, ``sample``
-    (a list of row tuples) and optionally ``measures``."""
-
-    sql: str
-    params: dict[str, Any]
-
-
 def shown_sql(
-    query: ControlQuery | CompiledQuery,
+    query: ControlQuery,
     relation: Relation | None = None,
     dialect: str = SHOWN_DIALECT,
 ) -> str:
     """A compiled control as a steward reads it."""
-    if isinstance(query, CompiledQuery):
-        return query.sql
     return query.shown(relation or shown_relation(), dialect)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
@@ -244,7 +245,8 @@ def test_duplicates_are_whole_rows_replayed_by_a_later_batch(
     has_batch = batch in [field.name for field in dataset.fields]
     for snapshot_id in read_labels(SNAPSHOTS / dataset_name):
         path = next((SNAPSHOTS / dataset_name).glob(f"{snapshot_id}.*"))
-        relation = SnapshotFile.from_path(path).relation()
+        snapshot = SnapshotFile.from_path(path)
+        relation = SimpleNamespace(sql=snapshot.reader_sql(), params={"snapshot": snapshot.pattern})
         exclude = f" EXCLUDE ({batch})" if has_batch else ""
         distinct_rows, distinct_keys = connection.execute(
             f"SELECT (SELECT count(*) FROM (SELECT DISTINCT *{exclude} FROM ({relation.sql}))),"

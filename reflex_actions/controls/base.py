@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.errors import ControlSpecError
-from reflex_actions.sql import CompiledQuery, Relation
+from reflex_actions.sql import ControlQuery, Relation
 
 #: Upper bound of every count in a spec: beyond any table Reflex will scan, far below overflow.
 MAX_COUNT = 10**12
@@ -65,7 +65,7 @@ class ReferencedField(BaseModel):
 
 
 class Control(BaseModel, ABC):
-    """A typed, validated control spec that compiles to DuckDB SQL."""
+    """A typed, validated control spec that compiles to sqlglot query trees any engine renders."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -117,9 +117,9 @@ class Control(BaseModel, ABC):
         raise ControlSpecError(f"{self.type} controls cannot rename fields")
 
     @abstractmethod
-    def compile(self, relation: Relation, sample_size: int = 5) -> CompiledQuery:
-        """The query returning rows_scanned, violation_count and up to ``sample_size`` worst
-        offenders over ``relation`` (one row, or one per partition)."""
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """The counts query (rows_scanned, violation_count[, measures]) over ``relation`` and
+        the sample query of up to ``sample_size`` worst offenders, run only when they fail."""
 
     @abstractmethod
     def allowed_violations(self, rows_scanned: int) -> int:

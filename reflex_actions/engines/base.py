@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from sqlglot import exp
 
 from reflex_actions.errors import ReflexError, SnapshotUnreadableError
-from reflex_actions.sql import SNAPSHOT, CompiledQuery, Relation, column, param
+from reflex_actions.sql import SNAPSHOT, Relation, column, param
 
 if TYPE_CHECKING:
     from reflex_actions.controls import Control
@@ -189,8 +189,6 @@ class Engine(ABC):
     def evaluate(self, control: Control, relation: Relation, sample_size: int) -> Evaluation:
         """The control's counts on ``relation``, and its sample only when they fail."""
         query = control.compile(relation, sample_size)
-        if isinstance(query, CompiledQuery):  # migration: a control still written as text
-            return self._evaluate_text(query)
         rows = self.fetch(*query.render(query.counts, relation, self.dialect))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
@@ -203,12 +201,3 @@ class Engine(ABC):
             elif query.sample_is_measures and measures is not None:
                 sample = [measures]
         return Evaluation(int(rows_scanned), int(violation_count), sample, measures)
-
-    def _evaluate_text(self, query: CompiledQuery) -> Evaluation:
-        if self.dialect != "duckdb":
-            raise SnapshotUnreadableError("this control is written for DuckDB only")
-        rows_scanned, violation_count, sample, *measures = self.fetch(query.sql, query.params)[0]
-        return Evaluation(
-            rows_scanned, violation_count, [tuple(r) for r in sample or []],
-            tuple(measures[0]) if measures and measures[0] is not None else None,
-        )  # fmt: skip

@@ -89,8 +89,7 @@ class DuckDBEngine(Engine):
         self.connection.register(name, table)
         self._registered[parameter] = name
         source = exp.select(exp.Star()).from_(exp.to_identifier(name, quoted=True))
-        relation = Relation(source=source)
-        described = self.fetch(f"DESCRIBE {relation.sql}", {})
+        described = self.fetch(f"DESCRIBE {source.sql(dialect=self.dialect)}", {})
         return Relation(source=source, types={row[0]: row[1] for row in described})
 
     def fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:

@@ -154,10 +154,14 @@ def test_a_worker_holds_one_arrow_table_per_parameter(
             IcebergTarget(table.catalog, table.table, table.duplicated), parameter="reference"
         )
         second = engine.relation(IcebergTarget(table.catalog, table.table, table.repaired))
-        assert engine.fetch(f"SELECT count(*) FROM ({parent.sql})", {}) == [(5,)]
-        assert engine.fetch(f"SELECT count(*) FROM ({second.sql})", {}) == [(4,)]
+        assert engine.fetch(
+            f"SELECT count(*) FROM ({parent.source.sql(dialect='duckdb')})", {}
+        ) == [(5,)]
+        assert engine.fetch(
+            f"SELECT count(*) FROM ({second.source.sql(dialect='duckdb')})", {}
+        ) == [(4,)]
         with pytest.raises(SnapshotUnreadableError, match="does not exist"):
-            engine.fetch(f"SELECT count(*) FROM ({first.sql})", {})
+            engine.fetch(f"SELECT count(*) FROM ({first.source.sql(dialect='duckdb')})", {})
     finally:
         engine.close()
 
@@ -174,10 +178,16 @@ def test_workers_read_their_points_on_their_own_cursors(
             worker.relation(IcebergTarget(table.catalog, table.table, snapshot))
             for worker, snapshot in zip(workers, (table.clean, table.duplicated), strict=True)
         )
-        assert workers[0].fetch(f"SELECT count(*) FROM ({clean.sql})", {}) == [(4,)]
-        assert workers[1].fetch(f"SELECT count(*) FROM ({duplicated.sql})", {}) == [(5,)]
+        assert workers[0].fetch(
+            f"SELECT count(*) FROM ({clean.source.sql(dialect='duckdb')})", {}
+        ) == [(4,)]
+        assert workers[1].fetch(
+            f"SELECT count(*) FROM ({duplicated.source.sql(dialect='duckdb')})", {}
+        ) == [(5,)]
         with pytest.raises(SnapshotUnreadableError, match="does not exist"):
-            workers[0].fetch(f"SELECT count(*) FROM ({duplicated.sql})", {})
+            workers[0].fetch(
+                f"SELECT count(*) FROM ({duplicated.source.sql(dialect='duckdb')})", {}
+            )
     finally:
         for worker in workers:
             worker.close()
