@@ -226,6 +226,11 @@ class SparkEngine(Engine):
             raise SnapshotUnreadableError(_reason(error)) from None
         return [tuple(row) for row in rows]
 
+    def worker(self) -> SparkEngine:
+        """A handle on the same session (Spark runs concurrent queries of one session side by
+        side), closed without stopping it."""
+        return SparkEngine(self.session)
+
     def close(self) -> None:
         """Drop the views this engine registered; stop the session if it started it."""
         if self._owned:

@@ -257,6 +257,19 @@ def test_opened_from_settings_it_shares_the_running_session_and_leaves_it_runnin
     assert spark.sql("SELECT 1").collect()[0][0] == 1
 
 
+def test_a_worker_shares_the_session_and_closing_it_stops_nothing(
+    tmp_path: Path,
+    spark: SparkSession,  # noqa: F811
+) -> None:
+    owner = SparkEngine(spark, owned=True)  # as if it had started the session
+    worker = owner.worker()
+    path = write_snapshot(tmp_path / "payments.parquet", rows_of(UNIQUENESS.columns))
+    result = run_control(uniqueness(UNIQUENESS.columns), FileTarget(path), engine=worker)
+    worker.close()
+    assert (worker.session, result.violation_count) == (spark, 3)
+    assert spark.sql("SELECT 1").collect() == [(1,)]
+
+
 def test_close_drops_the_views_of_the_files_it_read(
     tmp_path: Path,
     spark: SparkSession,  # noqa: F811
