@@ -9,6 +9,7 @@ else a draft without a control that a steward completes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar, Literal
@@ -84,23 +85,39 @@ class NotNullControl(FieldsControl):
         return int(Decimal(str(self.max_null_fraction)) * rows_scanned)
 
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
-        """Counts in one pass over the rows. The sample, run only on failure, reads the rows
-        with a NULL: the first by key (then by which fields are NULL), each with the NULL
-        count of every checked field over the snapshot (a window over those rows alone)."""
+        """Counts in one pass over the rows. The sample, run only on failure, is the first
+        rows with a NULL by key (then by which fields are NULL: a limit reads only those),
+        each beside every checked field's NULL count (one more pass, over the NULL rows)."""
         nulls = [column(name).is_(exp.null()) for name in self.checked_fields]
         any_null = exp.or_(*nulls)
         counts = exp.select(
             exp.func("count", exp.Star()).as_("rows_scanned"),
             _count_where(any_null).as_("violation_count"),
         ).from_(SNAPSHOT)
-        keys = [column(name) for name in self.sample_key]
-        null_counts = [exp.Window(this=_count_where(null.copy())) for null in nulls]
-        sample = (
-            exp.select(*keys, *(null.copy() for null in nulls), *null_counts)
+        # positional names: a key may be named like anything this query would call a column
+        shown = {
+            **{f"key_{i}": column(name) for i, name in enumerate(self.sample_key)},
+            **{f"null_{i}": null for i, null in enumerate(nulls)},
+        }
+        first = (
+            exp.select(*(value.copy().as_(name) for name, value in shown.items()))
             .from_(SNAPSHOT)
             .where(any_null.copy())
-            .order_by(*(exp.Ordered(this=by.copy(), nulls_first=False) for by in [*keys, *nulls]))
+            .order_by(*_first(shown.values()))
             .limit(sample_size)
+        )
+        counted = {f"count_{i}": null for i, null in enumerate(nulls)}
+        null_counts = (
+            exp.select(*(_count_where(null.copy()).as_(name) for name, null in counted.items()))
+            .from_(SNAPSHOT)
+            .where(any_null.copy())
+        )
+        picked = [exp.column(name, "first_nulls") for name in shown]
+        sample = (
+            exp.select(*picked, *(exp.column(name, "null_counts") for name in counted))
+            .from_(first.subquery("first_nulls"))
+            .join(null_counts.subquery("null_counts"), join_type="cross")
+            .order_by(*_first(picked))
         )
         return ControlQuery(counts=counts, sample=sample)
 
@@ -249,6 +266,11 @@ class MissingValuesKind(LessonKind):
 def _count_where(condition: exp.Expression) -> exp.Expression:
     """The rows meeting ``condition``, in every dialect (0 when there are none)."""
     return exp.func("count", exp.case().when(condition, exp.Literal.number(1)))
+
+
+def _first(values: Iterable[exp.Expression]) -> list[exp.Ordered]:
+    """Ascending, NULLs last, in every dialect (each one's default differs)."""
+    return [exp.Ordered(this=value.copy(), nulls_first=False) for value in values]
 
 
 def _names(text: IncidentText, field: str) -> bool:
