@@ -20,7 +20,7 @@ from sqlglot.errors import ErrorLevel
 from reflex_actions.controls import Control
 from reflex_actions.engines.base import TableTarget, table_source
 from reflex_actions.engines.duckdb import DuckDBEngine
-from reflex_actions.sql import Relation
+from reflex_actions.sql import ControlQuery, Relation
 
 #: the dialects of the executing engines besides DuckDB, then the rendering-only ones
 RENDERED_DIALECTS = (
@@ -52,11 +52,16 @@ def table_relation(
     )
 
 
+def compiled(control: Control, relation: Relation, sample_size: int = 5) -> ControlQuery:
+    """The control's query trees over ``relation``."""
+    return control.compile(relation, sample_size)
+
+
 def rendered(
     control: Control, relation: Relation, dialect: str, sample_size: int = 5
 ) -> list[tuple[str, dict[str, Any]]]:
     """The counts and the sample (when the control has one) in ``dialect``, with their values."""
-    query = control.compile(relation, sample_size)
+    query = compiled(control, relation, sample_size)
     trees = [query.counts, *([query.sample] if query.sample is not None else [])]
     return [query.render(tree, relation, dialect) for tree in trees]
 
@@ -74,7 +79,7 @@ def check_every_dialect(
     dialects: Sequence[str] = RENDERED_DIALECTS,
 ) -> dict[str, list[str]]:
     """Render the control's queries in each dialect and check them; the texts by dialect."""
-    query = control.compile(relation)
+    query = compiled(control, relation)
     texts: dict[str, list[str]] = {}
     for dialect in dialects:
         for tree in (query.counts, query.sample):
