@@ -36,9 +36,12 @@ CONNECT_TIMEOUT_S = 10
 # The catalog is read with bound values only: a table's name is data here, never SQL text. A
 # control reads tables, partitioned tables, views, materialized views and foreign tables.
 _DATABASE = "SELECT current_database()"
+# TimeZone UTC: a time without a zone is UTC to every engine (a TIMESTAMPTZ cast to a plain
+# TIMESTAMP, as a freshness control's age does, would otherwise shift with the session's zone)
 _SETTINGS = (
     "SELECT set_config('default_transaction_read_only', 'on', false), "
-    "set_config('statement_timeout', %(timeout)s, false)"
+    "set_config('statement_timeout', %(timeout)s, false), "
+    "set_config('TimeZone', 'UTC', false)"
 )
 _COLUMNS = """
 SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)

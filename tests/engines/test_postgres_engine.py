@@ -195,6 +195,18 @@ def test_the_connection_is_read_only_with_a_statement_timeout(
         engine.close()
 
 
+def test_times_are_read_in_utc_whatever_the_session_zone(postgres_server: PostgresServer) -> None:
+    """A naive time is UTC to every engine: a freshness age must not move with the zone a
+    connection string or the server sets."""
+    new_york = postgres_server.url() + "?options=-c%20TimeZone%3DAmerica/New_York"
+    engine = PostgresEngine(new_york)
+    try:
+        shifted = "SELECT CAST(TIMESTAMPTZ '2026-03-01 12:00:00+00' AS TIMESTAMP)::text"
+        assert engine.fetch(shifted, {}) == [("2026-03-01 12:00:00",)]
+    finally:
+        engine.close()
+
+
 def test_a_worker_has_its_own_connection(engine: PostgresEngine) -> None:
     worker = engine.worker()
     try:
