@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.cli.targets import TargetOptions, target_options
 from reflex_actions.controls import Control, load_control_spec
-from reflex_actions.controls.base import MAX_COUNT
-from reflex_actions.engines.base import TableTarget, table_source
+from reflex_actions.controls.base import MAX_COUNT, validate_column_name
+from reflex_actions.engines import open_engine
+from reflex_actions.engines.base import FileTarget, TableTarget, Target, table_source
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
     DEFAULT_SAMPLE_SIZE,
@@ -20,7 +23,6 @@ from reflex_actions.executor import (
     ReferenceSnapshot,
     run_control,
 )
-from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import (
     EXECUTED_DIALECTS,
     RENDERED_DIALECTS,
@@ -98,13 +100,21 @@ def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> R
 
 @control.command("run")
 @click.argument("spec", type=click.Path(path_type=Path))
+@click.option("--snapshot", type=click.Path(path_type=Path), help="A Parquet or CSV file.")
+@target_options
 @click.option(
-    "--snapshot", required=True, type=click.Path(path_type=Path), help="Parquet or CSV file."
+    "--partition-column",
+    help="With --partition: judge only the rows of the table (or file) holding that value.",
 )
+@click.option("--partition", help="The partition's value in --partition-column (e.g. a date).")
 @click.option(
     "--reference",
     type=click.Path(path_type=Path),
     help="The referenced (parent) dataset's snapshot, for a control checked against one.",
+)
+@click.option(
+    "--reference-table",
+    help="The referenced (parent) dataset's table on the same engine (db.schema.table).",
 )
 @click.option(
     "--baseline-counts",
@@ -122,32 +132,64 @@ def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> R
 @reports_bad_input
 def run_command(
     spec: Path,
-    snapshot: Path,
+    snapshot: Path | None,
+    targets: TargetOptions,
+    partition_column: str | None,
+    partition: str | None,
     reference: Path | None,
+    reference_table: str | None,
     baseline_counts: str | None,
     as_of: str | None,
     sample_size: int,
     as_json: bool,
 ) -> None:
-    """Run a control SPEC on one snapshot; exit 0 if it passes, 1 if it fails, 2 on bad input."""
-    parent = (
-        ReferenceSnapshot(SnapshotFile.from_path(reference), "given as --reference")
-        if reference is not None
-        else None
-    )
-    result = run_control(
-        load_control_spec(spec),
-        snapshot,
-        sample_size=sample_size,
-        reference=parent,
-        earlier_counts=_counts(baseline_counts),
-        as_of_ms=now_ms() if as_of is None else parse_instant(as_of),
-    )
+    """Run a control SPEC on one snapshot file, or a table of any engine (or one partition
+    of it); exit 0 if it passes, 1 if it fails, 2 on bad input. Connections come from the
+    environment (e.g. REFLEX_POSTGRES_URL); the JSON is the same for every engine."""
+    control_spec = load_control_spec(spec)
+    if (snapshot is None) == (not targets.given):
+        raise ReflexError("give --snapshot FILE, or a table: --table, --iceberg or --delta")
+    if reference is not None and reference_table is not None:
+        raise ReflexError("--reference and --reference-table name two parents: give one")
+    engine = open_engine(targets.engine)
+    try:
+        target = _partition_of(
+            FileTarget(snapshot) if snapshot is not None else targets.target(engine),
+            partition_column,
+            partition,
+        )
+        parent = None
+        if reference is not None:
+            parent = ReferenceSnapshot(FileTarget(reference), "given as --reference")
+        elif reference_table is not None:
+            parent = ReferenceSnapshot(TableTarget(reference_table), "given as --reference-table")
+        result = run_control(
+            control_spec,
+            target,
+            engine=engine,
+            sample_size=sample_size,
+            reference=parent,
+            earlier_counts=_counts(baseline_counts),
+            as_of_ms=now_ms() if as_of is None else parse_instant(as_of),
+        )
+    finally:
+        engine.close()
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
         _print_result(result)
     sys.exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)
+
+
+def _partition_of(target: Target, column: str | None, value: str | None) -> Target:
+    """The target, or the rows of it holding ``value`` in ``column`` (both or neither)."""
+    if (column is None) != (value is None):
+        raise ReflexError("--partition-column and --partition go together")
+    if column is None:
+        return target
+    if not isinstance(target, (TableTarget, FileTarget)):
+        raise ReflexError(f"{target.shown[:200]} is read whole: it has no --partition-column")
+    return replace(target, partition_column=validate_column_name(column), partition=value)
 
 
 #: Most earlier counts accepted on the command line.
