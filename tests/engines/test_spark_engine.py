@@ -16,9 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from sqlglot import exp
 
+from reflex_actions.backtest import backtest
+from reflex_actions.backtest.history import partition_history
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.engines import engine_class, open_engine
 from reflex_actions.engines.base import EngineError, FileTarget, TableTarget
+from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.engines.spark import MAX_REASON, SparkEngine, session_builder
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
 from reflex_actions.executor import ControlResult, run_control
@@ -116,6 +119,35 @@ def test_uniqueness_on_a_partition_judges_only_its_rows(
         assert judged(on_spark) == judged(on_duckdb)
         assert (on_spark.rows_scanned, on_spark.snapshot_id) == (len(rows), day)
     assert on_spark.sample == [{"key": {"transaction_id": "t9"}, "occurrences": 2}]
+
+
+def test_a_backtest_on_a_table_s_partitions_is_what_duckdb_finds_in_the_file(
+    tmp_path: Path,
+    spark: SparkSession,  # noqa: F811
+    engine: SparkEngine,
+) -> None:
+    """Spark's history points are a partition column's values, each judged on its own."""
+    rows = [
+        {**row, "day": dt.date(2026, 11, 28 + i % 3)}
+        for i, row in enumerate(rows_of(UNIQUENESS.columns) * 2)
+    ]
+    path = write_snapshot(tmp_path / "all.parquet", rows)
+    on_spark = partition_history(engine, TableTarget(table_of(spark, path)), "day")
+    duckdb_engine = DuckDBEngine()
+    on_duckdb = partition_history(duckdb_engine, FileTarget(path), "day")
+    assert [p.snapshot_id for p in on_spark.points] == ["2026-11-28", "2026-11-29", "2026-11-30"]
+    assert [p.snapshot_id for p in on_spark.points] == [p.snapshot_id for p in on_duckdb.points]
+    control = uniqueness(UNIQUENESS.columns)
+    outcomes = [
+        [
+            (o.snapshot_id, o.rows_scanned, o.violation_count, o.sample)
+            for o in backtest(control, [history], engine=engine_used, workers=2).per_snapshot
+        ]
+        for history, engine_used in ((on_spark, engine), (on_duckdb, duckdb_engine))
+    ]
+    duckdb_engine.close()
+    assert outcomes[0] == outcomes[1]
+    assert sum(violations for _, _, violations, _ in outcomes[0]) > 0
 
 
 @pytest.mark.parametrize("suffix", ["parquet", "csv"])
