@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ SUPERUSER = "reflex"
 DATABASE = "reflex"
 #: How long ``pg_ctl`` may take to start or stop the server before the run errors.
 START_TIMEOUT_S = 60
+
+
+class ServerError(RuntimeError):
+    """No server could be started or stopped: what is missing, or the failing tool's output."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +71,9 @@ def server_binaries() -> Path:
     for folder in candidates:
         if all((folder / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
             return folder
-    pytest.fail(
-        "the postgres engine tests need a PostgreSQL server: install Debian's postgresql "
-        "(apt-get install postgresql, as .ci/run does) or put initdb and pg_ctl on PATH",
-        pytrace=False,
+    raise ServerError(
+        "starting a PostgreSQL server needs Debian's postgresql: install it "
+        "(apt-get install postgresql, as .ci/run does) or put initdb and pg_ctl on PATH"
     )
 
 
@@ -82,10 +86,9 @@ def _server_account() -> pwd.struct_passwd | None:
             return pwd.getpwnam(name)
         except KeyError:
             continue
-    pytest.fail(
+    raise ServerError(
         f"running as root, and none of the accounts {', '.join(SERVER_ACCOUNTS)} exists to "
-        "run PostgreSQL as (it refuses to run as root)",
-        pytrace=False,
+        "run PostgreSQL as (it refuses to run as root)"
     )
 
 
@@ -96,20 +99,22 @@ def _free_port() -> int:
 
 
 def _run(command: list[str], account: pwd.struct_passwd | None) -> None:
-    """Run a server tool (as ``account`` when given); fail with its output when it fails."""
+    """Run a server tool (as ``account`` when given); ServerError with its output's end when it
+    fails."""
     ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []} if account else {}
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False, **ids
     )
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip()[-2000:]
-        pytest.fail(f"{Path(command[0]).name} failed ({done.returncode}): {output}", pytrace=False)
+        raise ServerError(f"{Path(command[0]).name} failed ({done.returncode}): {output}")
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+@contextmanager
+def running_server() -> Iterator[PostgresServer]:
     """A fresh cluster in a temporary folder, listening on 127.0.0.1 only (no Unix socket),
-    password-authenticated, C locale; stopped and removed at the end of the run."""
+    password-authenticated, C locale; stopped and removed on leaving. The tests' fixture and
+    the PostgreSQL benchmark share it; ServerError names what is missing or what failed."""
     binaries = server_binaries()
     account = _server_account()
     started = time.perf_counter()
@@ -152,6 +157,17 @@ def postgres_server() -> Iterator[PostgresServer]:
         if (data / "postmaster.pid").exists():
             _run([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], account)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The run's server (``running_server``), started once; a server that cannot start is a
+    test error naming why, never a skip."""
+    try:
+        with running_server() as server:
+            yield server
+    except ServerError as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 def _create_database(server: PostgresServer) -> None:
