@@ -17,7 +17,7 @@ from reflex_actions.backtest.engine import (
 )
 from reflex_actions.backtest.history import delta_history, iceberg_history, partition_history
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
-from reflex_actions.cli.targets import TargetOptions, target_options
+from reflex_actions.cli.targets import TargetOptions, table_options
 from reflex_actions.controls import Control, load_control_spec
 from reflex_actions.engines import DEFAULT_ENGINE, open_engine
 from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget
@@ -72,11 +72,6 @@ def _engine(name: str, memory_limit: str) -> Iterator[Engine]:
 def _check_table_options(
     targets: TargetOptions, partition_column: str | None, labels: Path | None
 ) -> None:
-    if targets.snapshot_id is not None or targets.version is not None:
-        raise ReflexError(
-            "a backtest judges every snapshot or version of the table: drop --snapshot-id "
-            "and --version"
-        )
     if labels is not None and not targets.given:
         raise ReflexError(
             "--labels labels a table's history; a history folder keeps its own labels.yaml"
@@ -111,7 +106,7 @@ def _table_history(
     type=click.Path(path_type=Path),
     help="A dataset's history folder (snapshot files + labels.yaml); repeat for several.",
 )
-@target_options
+@table_options
 @click.option(
     "--partition-column",
     metavar="COL",

@@ -33,9 +33,6 @@ from reflex_actions.errors import ReflexError
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
-#: The options :func:`target_options` adds, collapsed into one ``targets`` argument.
-_OPTION_NAMES = ("engine", "table", "iceberg", "snapshot_id", "delta", "version")
-
 
 @dataclass(frozen=True)
 class TargetOptions:
@@ -86,44 +83,56 @@ class TargetOptions:
         return target
 
 
+#: Each option, by the name its value is passed under.
+_OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "engine": click.option(
+        "--engine",
+        default=DEFAULT_ENGINE,
+        show_default=True,
+        help="The engine the control runs on (registered in reflex_actions.engines).",
+    ),
+    "table": click.option(
+        "--table",
+        help="A table of the engine (db.schema.table; a Parquet/CSV file on duckdb), or with "
+        "--iceberg the Iceberg table (namespace.table).",
+    ),
+    "iceberg": click.option(
+        "--iceberg",
+        metavar="CATALOG",
+        help="A pyiceberg catalog (.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__* variables) "
+        "holding --table.",
+    ),
+    "snapshot_id": click.option(
+        "--snapshot-id", type=int, help="The Iceberg snapshot (default: the current one)."
+    ),
+    "delta": click.option("--delta", metavar="PATH", help="A Delta Lake table's folder."),
+    "version": click.option(
+        "--version", type=click.IntRange(0), help="The Delta version (default: the latest)."
+    ),
+}
+
+
 def target_options(command: _Command) -> _Command:
     """Add ``--engine``, ``--table``, ``--iceberg``, ``--snapshot-id``, ``--delta`` and
     ``--version`` to a click command, passed to it as one ``targets: TargetOptions``."""
+    return _with_options(command, tuple(_OPTIONS))
 
+
+def table_options(command: _Command) -> _Command:
+    """The same options without ``--snapshot-id`` and ``--version``, for a command reading a
+    table's whole history (every snapshot, every version)."""
+    return _with_options(command, ("engine", "table", "iceberg", "delta"))
+
+
+def _with_options(command: _Command, names: tuple[str, ...]) -> _Command:
     @functools.wraps(command)
     def with_targets(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in _OPTION_NAMES}
+        values = {name: kwargs.pop(name) for name in names}
         return command(*args, targets=TargetOptions(**values), **kwargs)
 
-    options = [
-        click.option(
-            "--engine",
-            default=DEFAULT_ENGINE,
-            show_default=True,
-            help="The engine the control runs on (registered in reflex_actions.engines).",
-        ),
-        click.option(
-            "--table",
-            help="A table of the engine (db.schema.table; a Parquet/CSV file on duckdb), or "
-            "with --iceberg the Iceberg table (namespace.table).",
-        ),
-        click.option(
-            "--iceberg",
-            metavar="CATALOG",
-            help="A pyiceberg catalog (.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__* "
-            "variables) holding --table.",
-        ),
-        click.option(
-            "--snapshot-id", type=int, help="The Iceberg snapshot (default: the current one)."
-        ),
-        click.option("--delta", metavar="PATH", help="A Delta Lake table's folder."),
-        click.option(
-            "--version", type=click.IntRange(0), help="The Delta version (default: the latest)."
-        ),
-    ]
     decorated: Any = with_targets
-    for option in reversed(options):
-        decorated = option(decorated)
+    for name in reversed(names):
+        decorated = _OPTIONS[name](decorated)
     return decorated
 
 

@@ -281,7 +281,6 @@ def test_cli_backtests_a_partition_column_with_the_folder_backtest_json(
         ([], "no history given"),
         (["--iceberg", "reflex"], "--iceberg CATALOG needs --table"),
         (["--delta", "d", "--iceberg", "i", "--table", "t"], "name two tables"),
-        (["--delta", "d", "--version", "1"], "drop --snapshot-id and --version"),
         (["--history", "h", "--labels", "l.yaml"], "a history folder keeps its own labels.yaml"),
         (["--delta", "d", "--partition-column", "c"], "partitions of --table"),
         (["--table", "payments.parquet"], "give --partition-column COL"),

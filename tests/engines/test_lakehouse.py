@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
 from reflex_actions.backtest.history import delta_history as load_delta_history
 from reflex_actions.backtest.history import iceberg_history as load_iceberg_history
+from reflex_actions.cli.targets import TargetOptions, open_target, target_options
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
-from reflex_actions.engines.base import DeltaTarget, EngineError, IcebergTarget
+from reflex_actions.engines.base import DeltaTarget, EngineError, FileTarget, IcebergTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.engines.lakehouse import load_iceberg_table
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
@@ -191,4 +194,48 @@ def test_workers_read_their_points_on_their_own_cursors(
     finally:
         for worker in workers:
             worker.close()
+        engine.close()
+
+
+def test_the_cli_target_options_open_the_engine_and_the_snapshot_they_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `control run --iceberg/--delta` runs on: the options of cli/targets.py, through
+    `open_target`, judged by run_control on the engine they open."""
+    table = iceberg_history(tmp_path, monkeypatch)
+    delta = delta_history(tmp_path)
+    judged: dict[str, tuple[bool, int]] = {}
+
+    @click.command()
+    @target_options
+    def run(targets: TargetOptions) -> None:
+        engine, target = open_target(targets)
+        try:
+            result = run_control(TXN, target, engine=engine)
+        finally:
+            engine.close()
+        judged[target.shown] = (result.passed, result.rows_scanned)
+
+    snapshot = str(table.duplicated)
+    for args in (
+        ["--iceberg", table.catalog, "--table", table.table, "--snapshot-id", snapshot],
+        ["--delta", delta, "--version", "0"],
+    ):
+        outcome = CliRunner().invoke(run, args, catch_exceptions=False)
+        assert outcome.exit_code == 0, outcome.output
+    assert judged == {
+        f"iceberg:reflex/finance.payments@{snapshot}": (False, 5),
+        f"delta:{delta}@v0": (True, 3),
+    }
+
+
+def test_an_engine_reading_no_lakehouse_table_refuses_one_naming_it() -> None:
+    class FilesOnly(DuckDBEngine):
+        targets = (FileTarget,)
+
+    engine = FilesOnly()
+    try:
+        with pytest.raises(EngineError, match="the duckdb engine does not read delta:d@v2"):
+            TargetOptions(delta="d", version=2).target(engine)
+    finally:
         engine.close()
