@@ -20,6 +20,7 @@ import tests.kinds
 from reflex_actions.backtest import BacktestReport, History, backtest, engine, load_history
 from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.engines.base import Engine
 from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.executor import ReferenceSnapshot, run_control
 from tests.conformance.control_cases import ControlCase
@@ -262,9 +263,9 @@ def test_the_memory_limit_and_spill_folder_hold_on_every_connection(
     history = txn_history(tmp_path / "payments", 6)
     settings: set[tuple[str, str]] = set()
 
-    def read_settings(con: duckdb.DuckDBPyConnection, judgement: Any) -> None:
+    def read_settings(con: Engine, judgement: Any) -> None:
         query = "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
-        settings.add(con.execute(query).fetchone())
+        settings.add(con.fetch(query, {})[0])
 
     recorded_judge(monkeypatch, before=read_settings)
     backtest(parse_control_spec(spec), [history], memory_limit="123MB", workers=3)

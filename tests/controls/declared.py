@@ -1,27 +1,23 @@
 """Declaring where control types are defined (entry point group ``reflex_actions.controls``) the
 way pip would: a ``.dist-info`` with an ``entry_points.txt`` on ``sys.path``.
 
-:data:`BUILT_IN` are the declarations ``pyproject.toml`` makes for the built-in control types.
+:data:`BUILT_IN` are the declarations ``pyproject.toml`` makes for the built-in control types
+(a test's declarations of the same places count once).
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from reflex_actions.kinds import CONTROL_ENTRY_POINT_GROUP
 
-#: Where each built-in control type is defined (``pyproject.toml``'s
-#: ``[project.entry-points."reflex_actions.controls"]``).
-BUILT_IN = (
-    "accepted_values = reflex_actions.kinds.invalid_values:AcceptedValuesControl",
-    "active_ownership = reflex_actions.controls.active_ownership:ActiveOwnershipControl",
-    "freshness = reflex_actions.kinds.stale_data:FreshnessControl",
-    "not_null = reflex_actions.kinds.missing_values:NotNullControl",
-    "referential_integrity = reflex_actions.kinds.orphaned_references:ReferentialIntegrityControl",
-    "schema_contract = reflex_actions.kinds.schema_change:SchemaContractControl",
-    "uniqueness = reflex_actions.controls.uniqueness:UniquenessControl",
-    "value_range = reflex_actions.kinds.invalid_values:ValueRangeControl",
-    "volume = reflex_actions.kinds.missing_rows:VolumeControl",
+#: Where each built-in control type is defined, as ``pyproject.toml`` declares it
+#: (``[project.entry-points."reflex_actions.controls"]``, read from the installed package).
+BUILT_IN = tuple(
+    f"{point.name} = {point.value}"
+    for point in entry_points(group=CONTROL_ENTRY_POINT_GROUP)
+    if point.dist is not None and point.dist.name == "datahub-reflex"
 )
 
 
