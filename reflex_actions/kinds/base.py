@@ -18,6 +18,7 @@ from reflex_actions.backtest.history import LearningSplit
 from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.controls import Control
 from reflex_actions.errors import ReflexError
+from reflex_actions.kinds import control_type_of
 from reflex_actions.lessons.facts import FactReader, IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.similarity.config import SimilarityConfig
@@ -92,7 +93,7 @@ class LessonKind(ABC):
         return []
 
     def control_types(self) -> tuple[str, ...]:
-        return tuple(_type_of(control) for control in self.controls)
+        return tuple(control_type_of(control) for control in self.controls)
 
     def llm_shape(self) -> dict[str, Any]:
         """What a model may propose for this kind, derived from the control models, so the
@@ -100,7 +101,7 @@ class LessonKind(ABC):
         return {
             "failure_pattern": self.pattern,
             "title": self.title,
-            "controls": {_type_of(c): c.model_json_schema() for c in self.controls},
+            "controls": {control_type_of(c): c.model_json_schema() for c in self.controls},
         }
 
     # --- similar assets --------------------------------------------------------------------------
@@ -198,7 +199,3 @@ def learned_draft(
         rationale=rationale,
         learned_from=finding.learned_from,
     )
-
-
-def _type_of(control: type[Control]) -> str:
-    return str(control.model_fields["type"].default)
