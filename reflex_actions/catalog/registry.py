@@ -11,6 +11,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.plugins import load_plugin
 
 if TYPE_CHECKING:
     from datahub.ingestion.graph.client import DataHubGraph
@@ -25,10 +26,7 @@ def store_class(name: str) -> type[Catalog]:
     if name not in points:
         known = ", ".join(sorted(points))
         raise CatalogError(f"no catalog store {name!r}; registered: {known}")
-    loaded = points[name].load()
-    if not (isinstance(loaded, type) and issubclass(loaded, Catalog)):
-        raise CatalogError(f"catalog store {name!r} ({points[name].value}) is not a Catalog")
-    return loaded
+    return load_plugin(points[name], Catalog, "catalog store", CatalogError)
 
 
 def open_store(config: ReflexConfig, graph: DataHubGraph | None) -> tuple[Catalog, ReflexConfig]:

@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from reflex_actions.engines.base import EngineError
+from reflex_actions.plugins import load_plugin
 
 if TYPE_CHECKING:
     from reflex_actions.engines.base import Engine
@@ -32,13 +33,7 @@ def engine_class(name: str) -> type[Engine]:
     points = {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
     if name not in points:
         raise EngineError(f"no engine {name!r}; registered: {', '.join(sorted(points))}")
-    try:
-        loaded = points[name].load()
-    except Exception as error:
-        raise EngineError(f"engine {name} ({points[name].value}) cannot load: {error}") from None
-    if not (isinstance(loaded, type) and issubclass(loaded, Engine)):
-        raise EngineError(f"engine {name} ({points[name].value}) is not an Engine")
-    return loaded
+    return load_plugin(points[name], Engine, "engine", EngineError)
 
 
 def open_engine(

@@ -17,8 +17,9 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
-from reflex_actions.errors import ReflexError, first_line
+from reflex_actions.errors import ReflexError
 from reflex_actions.patterns import UNKNOWN_PATTERN
+from reflex_actions.plugins import load_plugin
 
 if TYPE_CHECKING:
     from reflex_actions.controls import Control
@@ -40,15 +41,7 @@ def registered_kinds() -> tuple[LessonKind, ...]:
     kinds: dict[str, LessonKind] = {}
     owners: dict[str, str] = {}  # control type -> pattern
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            kind_class = point.load()
-        except Exception as error:
-            raise KindError(
-                f"lesson kind {point.name} ({point.value}) cannot load: {error}"
-            ) from None
-        if not (isinstance(kind_class, type) and issubclass(kind_class, LessonKind)):
-            raise KindError(f"lesson kind {point.name} ({point.value}) is not a LessonKind")
-        kind = kind_class()
+        kind = load_plugin(point, LessonKind, "lesson kind", KindError)()
         if kind.pattern == UNKNOWN_PATTERN or kind.pattern in kinds:
             raise KindError(f"lesson kind {point.name}: pattern {kind.pattern!r} is taken")
         for control_type in kind.control_types():
@@ -101,14 +94,7 @@ def declared_controls() -> dict[str, EntryPoint]:
 def _load_declared(point: EntryPoint) -> type[Control]:
     from reflex_actions.controls.base import Control
 
-    try:
-        control = point.load()
-    except Exception as error:
-        raise KindError(
-            f"control type {point.name} ({point.value}) cannot load: {first_line(error)}"
-        ) from None
-    if not (isinstance(control, type) and issubclass(control, Control)):
-        raise KindError(f"control type {point.name} ({point.value}) is not a Control")
+    control = load_plugin(point, Control, "control type", KindError)
     if control_type_of(control) != point.name:
         raise KindError(
             f"control type {point.name} ({point.value}) parses type {control_type_of(control)!r}"

@@ -28,7 +28,7 @@ from reflex_actions.backtest.history import (
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
-from reflex_actions.engines.base import Engine, FileTarget, TableTarget
+from reflex_actions.engines.base import Engine, FileTarget, TableTarget, Target
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.engines.postgres import PostgresEngine
 from reflex_actions.errors import ReflexError, SchemaDriftError
@@ -130,13 +130,13 @@ def partitioned_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_partition_column_is_a_history_one_evaluation_per_partition(tmp_path: Path) -> None:
-    path = partitioned_file(tmp_path)
-    engine = DuckDBEngine()
+def backtest_partitions(engine: Engine, target: Target, tmp_path: Path) -> BacktestReport:
+    """The partitions of ``target``'s load_date backtested on ``engine`` (closed after), with
+    2026-09-02 and 2026-09-03 labelled failures; its verdicts are checked to be exact."""
     try:
         history = partition_history(
             engine,
-            FileTarget(path),
+            target,
             "load_date",
             labels=labels(tmp_path, "failures: [2026-09-02, 2026-09-03]\n"),
         )
@@ -149,6 +149,12 @@ def test_a_partition_column_is_a_history_one_evaluation_per_partition(tmp_path: 
         "2026-09-03": "false_negative",
         "2026-09-04": "false_positive",
     }
+    return report
+
+
+def test_a_partition_column_is_a_history_one_evaluation_per_partition(tmp_path: Path) -> None:
+    path = partitioned_file(tmp_path)
+    report = backtest_partitions(DuckDBEngine(), FileTarget(path), tmp_path)
     assert (report.precision, report.recall) == (0.5, 0.5)
     assert [o.rows_scanned for o in report.per_snapshot] == [2, 3, 3, 2]  # the NULL row: none
     assert report.per_snapshot[1].sample == [{"key": {"transaction_id": "t1"}, "occurrences": 2}]
@@ -323,22 +329,7 @@ def test_a_partition_column_is_a_history_on_postgres_too(
     days = pq.read_table(partitioned_file(tmp_path)).to_pylist()
     create_table(postgres_server, ("finance", "daily_payments"), days)
     engine = PostgresEngine(postgres_server.url())
-    try:
-        history = partition_history(
-            engine,
-            TableTarget("finance.daily_payments"),
-            "load_date",
-            labels=labels(tmp_path, "failures: [2026-09-02, 2026-09-03]\n"),
-        )
-        report = backtest(TXN, [history], engine=engine, workers=2)
-    finally:
-        engine.close()
-    assert verdicts(report) == {
-        "2026-09-01": "true_negative",
-        "2026-09-02": "true_positive",
-        "2026-09-03": "false_negative",
-        "2026-09-04": "false_positive",
-    }
+    report = backtest_partitions(engine, TableTarget("finance.daily_payments"), tmp_path)
     assert [o.rows_scanned for o in report.per_snapshot] == [2, 3, 3, 2]
     assert report.datasets[0].dataset == "finance.daily_payments"
 

@@ -4,6 +4,8 @@ platform has an engine runs the control on the live table, or on the partition i
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import pytest
 from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
@@ -21,6 +23,7 @@ from tests.handlers.builders import LESSON, PAYMENTS, add_dataset, change, conte
 
 __all__ = ["postgres_server"]  # the session fixture, used by name below
 
+_Aspect = TypeVar("_Aspect")
 APPROVED_AT = 100
 URL_VARIABLE = "REFLEX_TEST_LANDING_PG_URL"
 ON_POSTGRES = {"platform": "snowflake", "engine": "postgres", "connection": {"url": URL_VARIABLE}}
@@ -56,22 +59,22 @@ def covered(**config: object) -> tuple[MemoryCatalog, object]:
     return catalog, context(catalog, **config)
 
 
-def run_events(ctx) -> list[AssertionRunEventClass]:
+def written(ctx, aspect: type[_Aspect]) -> list[_Aspect]:
+    """The aspects of that class the decision writes, in order."""
     return [
         mcp.aspect
         for directive in ctx.out.directives
         for mcp in getattr(directive, "mcps", [])
-        if isinstance(mcp.aspect, AssertionRunEventClass)
+        if isinstance(mcp.aspect, aspect)
     ]
+
+
+def run_events(ctx) -> list[AssertionRunEventClass]:
+    return written(ctx, AssertionRunEventClass)
 
 
 def incidents(ctx) -> list[IncidentInfoClass]:
-    return [
-        mcp.aspect
-        for directive in ctx.out.directives
-        for mcp in getattr(directive, "mcps", [])
-        if isinstance(mcp.aspect, IncidentInfoClass)
-    ]
+    return written(ctx, IncidentInfoClass)
 
 
 def test_an_operation_naming_no_file_runs_the_control_on_the_live_table(
