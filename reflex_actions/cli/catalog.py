@@ -7,13 +7,24 @@ from pathlib import Path
 import click
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.ingestion.source.file import read_metadata_file
+from datahub.metadata.schema_classes import (
+    AuditStampClass,
+    CorpUserInfoClass,
+    CorpUserStatusClass,
+)
+from datahub.utilities.urns.dataset_urn import DatasetUrn
 
+from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
+from reflex_actions.catalog.ingestion import landed_operation
 from reflex_actions.catalog.lite import LiteCatalog
-from reflex_actions.catalog.steward import resolve_incident
-from reflex_actions.cli.output import reports_bad_input
+from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.cli.output import print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
+from reflex_actions.errors import ReflexError
+from reflex_actions.snapshots import FORMATS_BY_SUFFIX
+from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import property_urn
 
 
@@ -83,6 +94,128 @@ def set_property_command(
     urn = property_name if property_name.startswith("urn:li:") else property_urn(property_name)
     catalog.set_structured_properties(entity_urn, {urn: list(values)}, _user(actor))
     click.echo(f"{urn} = {list(values)} on {entity_urn} by {_user(actor)}")
+
+
+class StewardInputError(ReflexError):
+    """A steward command's argument names nothing it can act on; the message says which."""
+
+
+#: The user ``datahub ingest`` writes as by default, and so ``steward land`` too.
+INGESTION_USER = "datahub"
+#: Longest partition name accepted (DataHub's partition keys are short: ``2026-10-01``,
+#: ``region=eu/day=2026-10-01``).
+MAX_PARTITION_CHARS = 200
+USER_PREFIX = "urn:li:corpuser:"
+SUSPENDED = "SUSPENDED"
+
+
+def _known_dataset(catalog: Catalog, urn: str) -> str:
+    """``urn``, if it is a dataset urn the store knows."""
+    try:
+        DatasetUrn.from_string(urn)
+    except Exception:  # the SDK raises several kinds of errors for a malformed urn
+        raise StewardInputError(f"not a dataset urn: {excerpt(urn)}") from None
+    if catalog.dataset(urn) is None:
+        raise StewardInputError(f"no dataset {excerpt(urn)} in the store")
+    return urn
+
+
+def _landed(snapshot: Path | None, partition: str | None) -> Path | str:
+    """What landed: the snapshot file (absolute, since the pipeline reads it from another
+    folder) or the partition name, checked as a loader's own would be."""
+    if (snapshot is None) == (partition is None):
+        raise StewardInputError("give exactly one of --snapshot FILE or --partition P")
+    if snapshot is not None:
+        if not snapshot.is_file():
+            raise StewardInputError(f"no snapshot file {excerpt(str(snapshot))}")
+        if snapshot.suffix.lower() not in FORMATS_BY_SUFFIX:
+            raise StewardInputError(
+                f"unsupported snapshot format {excerpt(snapshot.suffix)}; expected one of "
+                f"{', '.join(sorted(FORMATS_BY_SUFFIX))}"
+            )
+        return snapshot.absolute()
+    assert partition is not None
+    if not (0 < len(partition) <= MAX_PARTITION_CHARS and partition.isprintable()):
+        raise StewardInputError(
+            f"partition {excerpt(partition)} must be 1 to {MAX_PARTITION_CHARS} printable "
+            "characters"
+        )
+    return partition
+
+
+@steward.command("land")
+@click.argument("dataset_urn")
+@click.option(
+    "--snapshot",
+    type=click.Path(path_type=Path),
+    help="The snapshot file that landed (Parquet or CSV); its id is the file name.",
+)
+@click.option("--partition", help="The table partition that landed, e.g. 2026-10-01.")
+@click.option(
+    "--as",
+    "actor",
+    default=INGESTION_USER,
+    show_default=True,
+    help="The loader's user (name or urn).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the written aspect as JSON.")
+@reports_bad_input
+@with_catalog(embedded_only=True)
+def land_command(
+    dataset_urn: str,
+    snapshot: Path | None,
+    partition: str | None,
+    actor: str,
+    as_json: bool,
+    catalog: Catalog,
+) -> None:
+    """Announce new data on a dataset: the INSERT operation ingestion writes, which the
+    pipeline judges with the dataset's controls."""
+    landed = _landed(snapshot, partition)
+    mcp = landed_operation(_known_dataset(catalog, dataset_urn), landed, _user(actor), now_ms())
+    catalog.emit([mcp])
+    if as_json:
+        print_json({"urn": dataset_urn, "aspect": mcp.aspectName, "value": mcp.aspect.to_obj()})
+    else:
+        click.echo(f"{mcp.aspectName} INSERT of {landed} on {dataset_urn} by {_user(actor)}")
+
+
+def _known_user(catalog: Catalog, name: str) -> str:
+    """The user's urn, if the store knows the user: a profile, a status, or a dataset owned
+    (a user ingested only as an owner has no profile)."""
+    urn = _user(name)
+    if not urn.startswith(USER_PREFIX) or len(urn) == len(USER_PREFIX):
+        raise StewardInputError(f"not a user urn: {excerpt(name)}")
+    known = (
+        catalog.get_aspect(urn, CorpUserInfoClass) is not None
+        or catalog.user_status(urn) is not None
+        or bool(catalog.datasets_by_owner(urn))
+    )
+    if not known:
+        raise StewardInputError(f"no user {excerpt(urn)} in the store")
+    return urn
+
+
+@steward.command("suspend-user")
+@click.argument("user")
+@click.option("--as", "actor", required=True, help="The admin suspending them (name or urn).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@reports_bad_input
+@with_catalog(embedded_only=True)
+def suspend_user_command(user: str, actor: str, as_json: bool, catalog: Catalog) -> None:
+    """Suspend a user (they left): the corpUserStatus the DataHub UI writes; Reflex then
+    checks the ownership of the covered datasets they owned."""
+    urn = _known_user(catalog, user)
+    already = catalog.user_status(urn) == SUSPENDED
+    if not already:  # a repeat is no departure: nothing to write, nothing for Reflex to check
+        status = CorpUserStatusClass(
+            status=SUSPENDED, lastModified=AuditStampClass(time=now_ms(), actor=_user(actor))
+        )
+        catalog.emit([acting_as(_user(actor), urn, status)])
+    if as_json:
+        print_json({"urn": urn, "status": SUSPENDED, "changed": not already})
+    else:
+        click.echo(f"{urn} {'was already' if already else 'is now'} suspended")
 
 
 def _known_scenario(ctx: click.Context, param: click.Parameter, name: str | None) -> str | None:
