@@ -41,6 +41,10 @@ COMMANDS = {
         "reflex_actions.cli.catalog:steward",
         "Act as a steward on the embedded store (what the DataHub UI does on a server).",
     ),
+    "lessons": LazyCommand(
+        "reflex_actions.cli.lessons:lessons",
+        "List the lessons in the store (state, pattern, scope size, recurrences), or show one.",
+    ),
     "demo": LazyCommand(
         "reflex_actions.cli.catalog:demo_command",
         "Run the whole loop on the embedded store, every scenario or the one named; exit 0 if "

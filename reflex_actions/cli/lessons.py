@@ -1,0 +1,147 @@
+"""``lessons``: the lessons in the store, one line each; ``lessons show``: one lesson's page.
+
+A lesson is a glossary term under ``reflex.lessons`` (DESIGN.md §2). Its page is the term's
+definition, which Reflex renders (:mod:`reflex_actions.report.lesson_page`) and a steward may
+edit in DataHub: ``show`` prints that stored text as DataHub shows it, never a second rendering.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from datahub.metadata.schema_classes import GlossaryTermInfoClass, StructuredPropertiesClass
+
+from reflex_actions.bounded import excerpt
+from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.cli.output import print_json, reports_bad_input
+from reflex_actions.cli.store import with_catalog
+from reflex_actions.handlers.lesson_store import load_lesson, structured_values
+from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.vocabulary import LESSONS_NODE, SCOPE, display_name
+
+#: What the term's name starts with (see lesson_term_mcp); the rest is the lesson's title.
+TITLE_PREFIX = "Lesson: "
+
+
+class ListOrShow(click.Group):
+    """``lessons [OPTIONS]`` lists; ``lessons show URN`` shows one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every control character (an escape sequence could rewrite the terminal)
+    shown as its escape, newlines and tabs kept."""
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
+def _one_line(text: str) -> str:
+    return terminal_text(" ".join(text.split()))
+
+
+def scope_size(catalog: Catalog, lesson: Lesson) -> int:
+    """Where its control runs once published; before that, the scope a steward would approve
+    (``reflex.scope``)."""
+    if lesson.state is LessonState.PUBLISHED:
+        return len(lesson.published_scope)
+    return len(structured_values(catalog, lesson.urn, SCOPE))
+
+
+def _title(term: GlossaryTermInfoClass | None) -> str:
+    return (term.name or "").removeprefix(TITLE_PREFIX) if term else ""
+
+
+def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
+    """One lesson's listing entry (its error if it is unreadable), or None for a term under
+    the node that holds no lesson."""
+    try:
+        lesson = load_lesson(catalog, urn)
+    except CatalogError as error:
+        return {"urn": urn, "error": str(error)}
+    if lesson is None:
+        return None
+    return {
+        "urn": urn,
+        "title": _title(catalog.get_aspect(urn, GlossaryTermInfoClass)),
+        "state": lesson.state.value,
+        "pattern": lesson.failure_pattern,
+        "scope_size": scope_size(catalog, lesson),
+        "recurrences": len(lesson.recurrences),
+    }
+
+
+def _listing_line(entry: dict[str, Any]) -> str:
+    if "error" in entry:
+        return f"{'UNREADABLE':<17} {entry['urn']}  {_one_line(entry['error'])}"
+    return (
+        f"{entry['state']:<17} {_one_line(entry['pattern']):<22} scope {entry['scope_size']:<3} "
+        f"recurrences {entry['recurrences']:<3} {entry['urn']}  {_one_line(entry['title'])}"
+    )
+
+
+@click.group("lessons", cls=ListOrShow)
+def lessons() -> None:
+    """List the lessons in the store (state, pattern, scope size, recurrences), or show one.
+
+    ``datahub-reflex lessons [--json]`` lists; ``datahub-reflex lessons show URN [--json]``
+    prints the lesson's page as its glossary term page in DataHub shows it.
+    """
+
+
+@lessons.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@reports_bad_input
+@with_catalog()
+def list_command(as_json: bool, catalog: Catalog) -> None:
+    """List the lessons in the store, one line each."""
+    entries = [e for urn in catalog.terms_under(LESSONS_NODE) if (e := _summary(catalog, urn))]
+    if as_json:
+        print_json(entries)
+    elif not entries:
+        click.echo("no lessons in the store")
+    else:
+        for entry in entries:
+            click.echo(_listing_line(entry))
+
+
+def _properties(catalog: Catalog, urn: str) -> dict[str, list[str | float]]:
+    """The term's structured properties (its workflow state), by qualified name."""
+    aspect = catalog.get_aspect(urn, StructuredPropertiesClass)
+    return {
+        display_name(p.propertyUrn): list(p.values) for p in (aspect.properties if aspect else [])
+    }
+
+
+@lessons.command("show")
+@click.argument("lesson_urn")
+@click.option("--json", "as_json", is_flag=True, help="Print the page and the lesson as JSON.")
+@reports_bad_input
+@with_catalog()
+def show_command(lesson_urn: str, as_json: bool, catalog: Catalog) -> None:
+    """Print a lesson's page: its term's name, definition and structured properties."""
+    lesson = load_lesson(catalog, lesson_urn)
+    term = catalog.get_aspect(lesson_urn, GlossaryTermInfoClass)
+    if lesson is None or term is None:
+        raise CatalogError(f"no lesson {excerpt(lesson_urn)} in the store")
+    properties = _properties(catalog, lesson_urn)
+    if as_json:
+        print_json(
+            {
+                "urn": lesson_urn,
+                "name": term.name,
+                "definition": term.definition,
+                "properties": properties,
+                "lesson": lesson.model_dump(mode="json"),
+            }
+        )
+        return
+    click.echo(f"# {_one_line(term.name or lesson_urn)}\n")
+    click.echo(terminal_text(term.definition.rstrip()))
+    if properties:
+        click.echo("\nStructured properties:")
+        for name, values in properties.items():
+            click.echo(f"- {_one_line(name)}: {_one_line(', '.join(map(str, values)))}")
