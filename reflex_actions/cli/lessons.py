@@ -74,21 +74,35 @@ def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
     }
 
 
-def _listing_line(entry: dict[str, Any]) -> str:
-    if "error" in entry:
-        return f"{'UNREADABLE':<17} {entry['urn']}  {_one_line(entry['error'])}"
-    return (
-        f"{entry['state']:<17} {_one_line(entry['pattern']):<22} scope {entry['scope_size']:<3} "
-        f"recurrences {entry['recurrences']:<3} {entry['urn']}  {_one_line(entry['title'])}"
-    )
+#: Width of the state column: the longest state, PENDING_APPROVAL.
+STATE_WIDTH = max(len(state.value) for state in LessonState)
+
+
+def listing_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The entries as aligned lines: state, pattern, scope size, recurrences, urn, title."""
+    readable = [e for e in entries if "error" not in e]
+    pattern_width = max((len(_one_line(e["pattern"])) for e in readable), default=0)
+    lines = []
+    for entry in entries:
+        if "error" in entry:
+            lines.append(
+                f"{'UNREADABLE':<{STATE_WIDTH}}  {entry['urn']}  {_one_line(entry['error'])}"
+            )
+            continue
+        lines.append(
+            f"{entry['state']:<{STATE_WIDTH}}  {_one_line(entry['pattern']):<{pattern_width}}  "
+            f"scope {entry['scope_size']:<3} recurrences {entry['recurrences']:<3} "
+            f"{entry['urn']}  {_one_line(entry['title'])}"
+        )
+    return lines
 
 
 @click.group("lessons", cls=ListOrShow)
 def lessons() -> None:
     """List the lessons in the store (state, pattern, scope size, recurrences), or show one.
 
-    ``datahub-reflex lessons [--json]`` lists; ``datahub-reflex lessons show URN [--json]``
-    prints the lesson's page as its glossary term page in DataHub shows it.
+    `lessons [--json]` lists them (the same as `lessons list`); `lessons show URN [--json]`
+    prints one lesson's page as its glossary term page in DataHub shows it.
     """
 
 
@@ -104,8 +118,7 @@ def list_command(as_json: bool, catalog: Catalog) -> None:
     elif not entries:
         click.echo("no lessons in the store")
     else:
-        for entry in entries:
-            click.echo(_listing_line(entry))
+        click.echo("\n".join(listing_lines(entries)))
 
 
 def _properties(catalog: Catalog, urn: str) -> dict[str, list[str | float]]:
