@@ -151,6 +151,8 @@ def render(
     if relation.reference is not None and PARENT in read:
         tables.append(_cte(PARENT, relation.reference.source))
         bound = {**relation.reference.params, **bound}
+    for order in tree.find_all(exp.Order):  # NULLs sort last everywhere, as in DuckDB
+        order.set("expressions", [_nulls_last(key) for key in order.expressions])
     own = tree.args.get("with_")
     tree.set("with_", exp.With(expressions=[*tables, *(own.expressions if own else [])]))
     named = {node.name for node in tree.find_all(exp.Placeholder)}
@@ -158,6 +160,12 @@ def render(
     if missing and not shown:
         raise ValueError(f"query names unbound parameter(s) {', '.join(sorted(missing))}")
     return tree.sql(dialect=dialect, pretty=pretty), {k: bound[k] for k in named - missing}
+
+
+def _nulls_last(key: exp.Expression) -> exp.Ordered:
+    ordered = key if isinstance(key, exp.Ordered) else exp.Ordered(this=key)
+    ordered.set("nulls_first", False)
+    return ordered
 
 
 def _cte(name: str, source: exp.Query) -> exp.CTE:
