@@ -23,6 +23,7 @@ from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.cli.output import print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.errors import ReflexError
+from reflex_actions.handlers.ownership import SUSPENDED
 from reflex_actions.snapshots import FORMATS_BY_SUFFIX
 from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import property_urn
@@ -106,7 +107,6 @@ INGESTION_USER = "datahub"
 #: ``region=eu/day=2026-10-01``).
 MAX_PARTITION_CHARS = 200
 USER_PREFIX = "urn:li:corpuser:"
-SUSPENDED = "SUSPENDED"
 
 
 def _known_dataset(catalog: Catalog, urn: str) -> str:
@@ -120,21 +120,26 @@ def _known_dataset(catalog: Catalog, urn: str) -> str:
     return urn
 
 
-def _landed(snapshot: Path | None, partition: str | None) -> Path | str:
-    """What landed: the snapshot file (absolute, since the pipeline reads it from another
-    folder) or the partition name, checked as a loader's own would be."""
-    if (snapshot is None) == (partition is None):
-        raise StewardInputError("give exactly one of --snapshot FILE or --partition P")
-    if snapshot is not None:
-        if not snapshot.is_file():
-            raise StewardInputError(f"no snapshot file {excerpt(str(snapshot))}")
-        if snapshot.suffix.lower() not in FORMATS_BY_SUFFIX:
-            raise StewardInputError(
-                f"unsupported snapshot format {excerpt(snapshot.suffix)}; expected one of "
-                f"{', '.join(sorted(FORMATS_BY_SUFFIX))}"
-            )
-        return snapshot.absolute()
-    assert partition is not None
+def _landed_snapshot(snapshot: Path) -> Path:
+    """The snapshot file, absolute (the pipeline reads it from another folder), if it is one
+    Reflex can read."""
+    try:
+        is_file = snapshot.is_file()
+    except OSError as error:  # a name too long for the file system, a permission
+        raise StewardInputError(
+            f"snapshot {excerpt(str(snapshot))} cannot be read: {error.strerror}"
+        ) from None
+    if not is_file:
+        raise StewardInputError(f"no snapshot file {excerpt(str(snapshot))}")
+    if snapshot.suffix.lower() not in FORMATS_BY_SUFFIX:
+        raise StewardInputError(
+            f"unsupported snapshot format {excerpt(snapshot.suffix)}; expected one of "
+            f"{', '.join(sorted(FORMATS_BY_SUFFIX))}"
+        )
+    return snapshot.absolute()
+
+
+def _landed_partition(partition: str) -> str:
     if not (0 < len(partition) <= MAX_PARTITION_CHARS and partition.isprintable()):
         raise StewardInputError(
             f"partition {excerpt(partition)} must be 1 to {MAX_PARTITION_CHARS} printable "
@@ -171,7 +176,9 @@ def land_command(
 ) -> None:
     """Announce new data on a dataset: the INSERT operation ingestion writes, which the
     pipeline judges with the dataset's controls."""
-    landed = _landed(snapshot, partition)
+    if (snapshot is None) == (partition is None):
+        raise StewardInputError("give exactly one of --snapshot FILE or --partition P")
+    landed = _landed_snapshot(snapshot) if snapshot else _landed_partition(str(partition))
     mcp = landed_operation(_known_dataset(catalog, dataset_urn), landed, _user(actor), now_ms())
     catalog.emit([mcp])
     if as_json:

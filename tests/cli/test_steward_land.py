@@ -130,6 +130,7 @@ def test_a_landed_partition_is_found_by_the_landing_locator(published: Demo) -> 
         (["finance.ledger_entries", "--partition", "p"], "not a dataset urn"),
         ([dataset_urn("finance.nowhere"), "--partition", "p"], "no dataset"),
         ([LEDGER, "--snapshot", "/no/such/file.parquet"], "no snapshot file"),
+        ([LEDGER, "--snapshot", "/tmp/" + "a" * 5000 + ".parquet"], "cannot be read"),
         ([LEDGER, "--partition", ""], "partition"),
         ([LEDGER, "--partition", "2026\n-10-01"], "partition"),
         ([LEDGER, "--partition", "p" * 5000], "partition"),
