@@ -13,6 +13,7 @@ from datahub.metadata.schema_classes import (
     CorpUserStatusClass,
 )
 from datahub.utilities.urns.dataset_urn import DatasetUrn
+from datahub.utilities.urns.error import InvalidUrnError
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.base import Catalog, CatalogError
@@ -113,7 +114,7 @@ def _known_dataset(catalog: Catalog, urn: str) -> str:
     """``urn``, if it is a dataset urn the store knows."""
     try:
         DatasetUrn.from_string(urn)
-    except Exception:  # the SDK raises several kinds of errors for a malformed urn
+    except InvalidUrnError:
         raise StewardInputError(f"not a dataset urn: {excerpt(urn)}") from None
     if catalog.dataset(urn) is None:
         raise StewardInputError(f"no dataset {excerpt(urn)} in the store")
@@ -178,7 +179,9 @@ def land_command(
     pipeline judges with the dataset's controls."""
     if (snapshot is None) == (partition is None):
         raise StewardInputError("give exactly one of --snapshot FILE or --partition P")
-    landed = _landed_snapshot(snapshot) if snapshot else _landed_partition(str(partition))
+    landed = (
+        _landed_snapshot(snapshot) if snapshot is not None else _landed_partition(str(partition))
+    )
     mcp = landed_operation(_known_dataset(catalog, dataset_urn), landed, _user(actor), now_ms())
     catalog.emit([mcp])
     if as_json:
@@ -191,7 +194,7 @@ def _known_user(catalog: Catalog, name: str) -> str:
     """The user's urn, if the store knows the user: a profile, a status, or a dataset owned
     (a user ingested only as an owner has no profile)."""
     urn = _user(name)
-    if not urn.startswith(USER_PREFIX) or len(urn) == len(USER_PREFIX):
+    if not urn.startswith(USER_PREFIX) or urn == USER_PREFIX:
         raise StewardInputError(f"not a user urn: {excerpt(name)}")
     known = (
         catalog.get_aspect(urn, CorpUserInfoClass) is not None
