@@ -60,10 +60,14 @@ def session_builder(
 ) -> SparkSession.Builder:
     """How a session is started: on ``master`` (``local[2]`` unless given; a local driver
     listens on loopback only), or a Spark Connect client of ``remote``; a local session keeps
-    its tables in ``warehouse`` when given (a Connect server has its own)."""
+    its tables in ``warehouse`` when given (a Connect server has its own). Its clock is UTC."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("datahub-reflex")
+    # times in UTC: a time without a zone is UTC to every engine (a freshness age must not move
+    # with the driver's zone)
+    builder = SparkSession.builder.appName("datahub-reflex").config(
+        "spark.sql.session.timeZone", "UTC"
+    )
     if remote is not None:
         if master is not None or warehouse is not None:
             raise EngineError(

@@ -3,7 +3,7 @@
 A JVM takes 10-15 s to start on two cores, so every test module needing Spark imports the
 ``spark`` fixture from here and shares one session: two local cores, two shuffle partitions
 (the default 200 would make every tiny aggregation 200 tasks), no web UI, the driver on
-loopback, its tables in a temporary warehouse and the session's clock in UTC.
+loopback, its tables in a temporary warehouse (the engine's builder sets its clock to UTC).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             .config("spark.default.parallelism", "2")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
             .config("spark.local.dir", str(scratch / "local"))
         )
         _STARTED.append(builder.getOrCreate())

@@ -266,6 +266,7 @@ def test_a_session_is_configured_not_hard_wired() -> None:
     cluster = session_builder(master="spark://10.0.0.5:7077")._options
     assert cluster["spark.master"] == "spark://10.0.0.5:7077"
     assert "spark.driver.bindAddress" not in cluster
+    assert local["spark.sql.session.timeZone"] == cluster["spark.sql.session.timeZone"] == "UTC"
     assert session_builder(remote="sc://spark.internal:15002")._options["spark.remote"] == (
         "sc://spark.internal:15002"
     )
