@@ -53,7 +53,7 @@ from typing import Any
 
 from bench_row_kinds import REFLEX_TARGET, print_figures, print_load, timed_run
 from bench_row_kinds import Approach as RowKindsApproach
-from bench_uniqueness import cached_snapshot, load_average, run_stats, spawn
+from bench_uniqueness import ENGINE_MODULES, cached_snapshot, load_average, run_stats, spawn
 from machine import machine_info
 
 ORDERS_PER_LINE = 10  # the parent has one order per this many child rows
@@ -315,6 +315,7 @@ REFLEX_MODULES = (
     "reflex_actions.executor",
     "reflex_actions.kinds.orphaned_references",
     "reflex_actions.snapshots",
+    *ENGINE_MODULES,
 )
 #: Hand-written shapes and the parent formats each applies to (the typed-parent rewrite only
 #: means something when the parent is text).

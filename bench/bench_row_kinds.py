@@ -34,7 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_uniqueness import cached_snapshot, load_average, max_rss_mb, run_stats, spawn
+from bench_uniqueness import (
+    ENGINE_MODULES,
+    cached_snapshot,
+    load_average,
+    max_rss_mb,
+    run_stats,
+    spawn,
+)
 from machine import machine_info
 
 NULL_EVERY = 1000  # account_id is NULL in one row per this many (0.1 %)
@@ -241,6 +248,7 @@ REFLEX_MODULES = (
     "reflex_actions.executor",
     "reflex_actions.kinds.missing_values",
     "reflex_actions.kinds.invalid_values",
+    *ENGINE_MODULES,
 )
 APPROACHES = {
     approach.name: approach

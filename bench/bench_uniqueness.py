@@ -188,6 +188,11 @@ def run_polars(path: Path) -> tuple[int, Extras]:
     return int(frame.collect().item()), {}
 
 
+#: What a running action has loaded before it judges a landing (the engine and the dialect it
+#: renders in), imported off the clock as the hand-written approaches import duckdb.
+ENGINE_MODULES = ("duckdb", "sqlglot.dialects.duckdb")
+
+
 @dataclass(frozen=True)
 class Approach:
     name: str
@@ -200,7 +205,7 @@ APPROACHES = {
     for approach in (
         Approach(
             "reflex",
-            ("reflex_actions.executor", "reflex_actions.controls.uniqueness"),
+            ("reflex_actions.executor", "reflex_actions.controls.uniqueness", *ENGINE_MODULES),
             run_reflex,
         ),
         Approach("duckdb_count_distinct", ("duckdb",), hand_duckdb(COUNT_DISTINCT_SQL)),

@@ -22,7 +22,7 @@ from reflex_actions.controls.base import (
     count_field,
     validate_column_name,
 )
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, param
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, count_where, param
 
 #: corpUserStatus.status of a user who can still act as an owner.
 ACTIVE_STATUS = "ACTIVE"
@@ -111,7 +111,7 @@ class ActiveOwnershipControl(Control):
         edges = exp.func("coalesce", exp.func("sum", exp.column("edges")), 0)
         counts = datasets.select(
             exp.cast(edges, exp.DataType.Type.BIGINT).as_("rows_scanned"),
-            exp.func("count", exp.case().when(under_owned, 1)).as_("violation_count"),
+            count_where(under_owned).as_("violation_count"),
         )
         sample = (
             datasets.select(dataset, "active_owners", "unknown_owners")

@@ -44,6 +44,7 @@ from reflex_actions.sql import (
     indent,
     param,
     quote_identifier,
+    rows_and_violations,
 )
 from reflex_actions.vocabulary import display_name
 
@@ -177,19 +178,14 @@ class FieldValuesControl(Control):
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
-        """Counts in one pass over the rows: every row, and those whose non-NULL value is
-        invalid. The sample, run only on failure, groups the invalid values by their text,
-        most rows first (a wide column is never grouped whole)."""
+        """Counts: every row, and those whose non-NULL value is invalid. The sample, run only
+        on failure, groups the invalid values by their text, most rows first (a wide column is
+        never grouped whole)."""
         column_type = relation.types.get(self.field)
         value = Value.of(self.field, column_type)
         condition, params = self.offending(value, column_type)
         invalid = exp.and_(value.column.is_(exp.null()).not_(), exp.paren(condition))
-        counts = exp.select(
-            exp.func("count", exp.Star()).as_("rows_scanned"),
-            exp.func("count", exp.case().when(invalid, exp.Literal.number(1))).as_(
-                "violation_count"
-            ),
-        ).from_(SNAPSHOT)
+        counts = rows_and_violations(invalid)
         sample = (
             exp.select(value.text.as_("value"), exp.func("count", exp.Star()).as_("occurrences"))
             .from_(SNAPSHOT)

@@ -29,7 +29,14 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column
+from reflex_actions.sql import (
+    SNAPSHOT,
+    ControlQuery,
+    Relation,
+    column,
+    count_where,
+    rows_and_violations,
+)
 from reflex_actions.vocabulary import display_name
 
 MISSING_VALUES = "missing_values"
@@ -85,15 +92,12 @@ class NotNullControl(FieldsControl):
         return int(Decimal(str(self.max_null_fraction)) * rows_scanned)
 
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
-        """Counts in one pass over the rows. The sample, run only on failure, is the first
+        """Counts: every row, and those with a NULL. The sample, run only on failure, is the first
         rows with a NULL by key (then by which fields are NULL: a limit reads only those),
         each beside every checked field's NULL count (one more pass, over the NULL rows)."""
         nulls = [column(name).is_(exp.null()) for name in self.checked_fields]
         any_null = exp.or_(*nulls)
-        counts = exp.select(
-            exp.func("count", exp.Star()).as_("rows_scanned"),
-            _count_where(any_null).as_("violation_count"),
-        ).from_(SNAPSHOT)
+        counts = rows_and_violations(any_null)
         # positional names: a key may be named like anything this query would call a column
         shown = {
             **{f"key_{i}": column(name) for i, name in enumerate(self.sample_key)},
@@ -108,7 +112,7 @@ class NotNullControl(FieldsControl):
         )
         counted = {f"count_{i}": null for i, null in enumerate(nulls)}
         null_counts = (
-            exp.select(*(_count_where(null.copy()).as_(name) for name, null in counted.items()))
+            exp.select(*(count_where(null.copy()).as_(name) for name, null in counted.items()))
             .from_(SNAPSHOT)
             .where(any_null.copy())
         )
@@ -261,11 +265,6 @@ class MissingValuesKind(LessonKind):
                 signal = signal.model_copy(update={"reason": reason})
             signals.append(signal)
         return signals, mapping
-
-
-def _count_where(condition: exp.Expression) -> exp.Expression:
-    """The rows meeting ``condition``, in every dialect (0 when there are none)."""
-    return exp.func("count", exp.case().when(condition, exp.Literal.number(1)))
 
 
 def _first(values: Iterable[exp.Expression]) -> list[exp.Ordered]:

@@ -38,7 +38,7 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
-from reflex_actions.sql import PARENT, SNAPSHOT, ControlQuery, Relation, column
+from reflex_actions.sql import PARENT, SNAPSHOT, ControlQuery, Relation, column, count_where
 from reflex_actions.vocabulary import display_name
 
 ORPHANED_REFERENCES = "orphaned_references"
@@ -106,9 +106,7 @@ class ReferentialIntegrityControl(Control):
         orphan = exp.and_(child.is_(exp.null()).not_(), matched.is_(exp.null()))
         counts = rows.select(
             exp.func("count", exp.Star()).as_("rows_scanned"),
-            exp.func("count", exp.case().when(orphan, exp.Literal.number(1))).as_(
-                "violation_count"
-            ),
+            count_where(orphan).as_("violation_count"),
         )
         missing = _as_text(child)
         occurrences = exp.func("count", exp.Star())
