@@ -8,6 +8,7 @@ loopback, its tables in a temporary warehouse (the engine's builder sets its clo
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -42,3 +43,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         _STARTED[0].sparkContext.setLogLevel("ERROR")
     yield _STARTED[0]
     _STARTED[0].stop()
+    # py4j logs its connections' close from __del__ at interpreter exit, after pytest has
+    # closed the streams its handlers write to: nothing left worth logging
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
