@@ -139,6 +139,7 @@ class SnapshotFile:
             params={parameter: self.pattern},
             types=dict(types or {}),
             text_only=self.format == "csv",
+            row_count_is_free=self.format == "parquet",  # a footer holds it
         )
 
     def reader_sql(self, parameter: str = "snapshot") -> str:

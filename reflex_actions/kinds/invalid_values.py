@@ -185,7 +185,7 @@ class FieldValuesControl(Control):
         value = Value.of(self.field, column_type)
         condition, params = self.offending(value, column_type)
         invalid = exp.and_(value.column.is_(exp.null()).not_(), exp.paren(condition))
-        counts = rows_and_violations(invalid)
+        counts = rows_and_violations(invalid, relation)
         sample = (
             exp.select(value.text.as_("value"), exp.func("count", exp.Star()).as_("occurrences"))
             .from_(SNAPSHOT)

@@ -97,7 +97,7 @@ class NotNullControl(FieldsControl):
         each beside every checked field's NULL count (one more pass, over the NULL rows)."""
         nulls = [column(name).is_(exp.null()) for name in self.checked_fields]
         any_null = exp.or_(*nulls)
-        counts = rows_and_violations(any_null)
+        counts = rows_and_violations(any_null, relation)
         # positional names: a key may be named like anything this query would call a column
         shown = {
             **{f"key_{i}": column(name) for i, name in enumerate(self.sample_key)},
