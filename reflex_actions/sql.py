@@ -147,6 +147,9 @@ class ControlQuery:
     sample: exp.Query | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     sample_is_measures: bool = False
+    #: each sample row is followed by the counts' ``violation_count`` (a control whose sample
+    #: shows that count, e.g. one field's NULL rows, need not count it again)
+    sample_counted: bool = False
 
     def render(
         self, query: exp.Query, relation: Relation, dialect: str

@@ -198,6 +198,8 @@ class Engine(ABC):
         if violation_count > control.allowed_violations(rows_scanned):
             if query.sample is not None:
                 sample = self.fetch(*query.render(query.sample, relation, self.dialect))
+                if query.sample_counted:
+                    sample = [(*row, violation_count) for row in sample]
             elif query.sample_is_measures and measures is not None:
                 sample = [measures]
         return Evaluation(int(rows_scanned), int(violation_count), sample, measures)

@@ -94,7 +94,8 @@ class NotNullControl(FieldsControl):
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
         """Counts: every row, and those with a NULL. The sample, run only on failure, is the first
         rows with a NULL by key (then by which fields are NULL: a limit reads only those),
-        each beside every checked field's NULL count (one more pass, over the NULL rows)."""
+        each beside every checked field's NULL count (one more pass over the NULL rows, unless
+        one field is checked: its NULL count is the violation count)."""
         nulls = [column(name).is_(exp.null()) for name in self.checked_fields]
         any_null = exp.or_(*nulls)
         counts = rows_and_violations(any_null, relation)
@@ -110,6 +111,8 @@ class NotNullControl(FieldsControl):
             .order_by(*_first(shown.values()))
             .limit(sample_size)
         )
+        if len(nulls) == 1:  # its NULL rows are the violations: the counts hold their number
+            return ControlQuery(counts=counts, sample=first, sample_counted=True)
         counted = {f"count_{i}": null for i, null in enumerate(nulls)}
         null_counts = (
             exp.select(*(count_where(null.copy()).as_(name) for name, null in counted.items()))

@@ -124,3 +124,19 @@ def test_a_passing_snapshot_reads_the_counts_only_a_failing_one_the_sample_too(
     assert (failed.passed, failed.rows_scanned, failed.violation_count) == (False, 5, 2)
     assert failed.sample[0] == FIRST_EXAMPLE[type_name]
     assert len(engine.fetched) == 2
+
+
+def test_one_field_s_null_rows_are_read_once_for_the_sample_their_count_from_the_counts(
+    tmp_path: Path,
+) -> None:
+    """With one field checked its NULL rows are the violations: the sample reads the first of
+    them alone and shows the counts' number, where several fields need each one's count."""
+    rows = [{"id": i, "account": None if i % 3 == 0 else f"a{i}"} for i in range(1, 10)]
+    path = write_snapshot(tmp_path / "s.parquet", rows)
+    engine = RecordingEngine()
+    result = run_control(NotNullControl(field="account", key=["id"]), path, engine=engine)
+    assert result.violation_count == 3
+    assert [row["key"] for row in result.sample] == [{"id": 3}, {"id": 6}, {"id": 9}]
+    assert {row["null_counts"]["account"] for row in result.sample} == {3}
+    _, sample = engine.fetched
+    assert sample.count("FROM snapshot") == 1 and "CROSS JOIN" not in sample.upper()
