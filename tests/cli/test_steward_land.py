@@ -20,16 +20,13 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.cli.main import cli
 from reflex_actions.demo.estate import dataset_urn
-from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, PAYMENTS_INCIDENT
+from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
 from reflex_actions.demo.run import Demo
-from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
-from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.handlers.assertions import recurrence_incident_urn
 from tests.conftest import write_snapshot
 from tests.loop.store import history, incidents_b, latest, store_of
+from tests.loop.test_landing import ASSERTION, LEDGER, LEDGER_NAME
 
-LEDGER_NAME = "finance.ledger_entries"
-LEDGER = dataset_urn(LEDGER_NAME)
-ASSERTION = assertion_urn(lesson_urn_for(PAYMENTS_INCIDENT), LEDGER)
 DUPLICATED = [
     {"transaction_id": "T1", "entry_id": "E1", "amount": 10},
     {"transaction_id": "T1", "entry_id": "E2", "amount": 10},
