@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -129,18 +129,38 @@ class Evaluation:
 
 
 def table_source(target: TableTarget, parts: Sequence[str] | None = None) -> exp.Select:
-    """``SELECT * FROM "db"."schema"."table"`` (and the partition's filter, its value bound),
-    every part quoted by the dialect it is rendered in."""
+    """``SELECT * FROM "db"."schema"."table"``, every part quoted by the dialect it is
+    rendered in (a partition's filter is :func:`partition_of`'s)."""
     names = list(parts if parts is not None else target.parts())
     table = exp.Table(this=exp.to_identifier(names[-1], quoted=True))
     if len(names) > 1:
         table.set("db", exp.to_identifier(names[-2], quoted=True))
     if len(names) > 2:
         table.set("catalog", exp.to_identifier(names[-3], quoted=True))
-    query = exp.select(exp.Star()).from_(table)
-    if target.partition_column is not None:
-        query = query.where(column(target.partition_column).eq(param("partition")))
-    return query
+    return exp.select(exp.Star()).from_(table)
+
+
+def needed_columns(target: FileTarget | TableTarget, required: Sequence[str]) -> list[str]:
+    """The columns a target must have: those a control requires, and its partition column."""
+    partition = [target.partition_column] if target.partition_column is not None else []
+    return list(dict.fromkeys([*required, *partition]))
+
+
+def partition_of(relation: Relation, target: FileTarget | TableTarget, parameter: str) -> Relation:
+    """The relation's rows holding the target's partition, the value bound as text under
+    ``<parameter>_partition`` (a parent's partition beside a child's takes another name) and
+    compared as the engine casts it to the column's type; the relation itself for a whole
+    target."""
+    if target.partition_column is None:
+        return relation
+    name = f"{parameter}_partition"
+    source = relation.source.where(column(target.partition_column).eq(param(name)))
+    return replace(
+        relation,
+        source=source,
+        params={**relation.params, name: target.partition},
+        row_count_is_free=False,  # a filter: the rows are counted, not read from a footer
+    )
 
 
 class Engine(ABC):

@@ -18,11 +18,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlglot import exp
 
-from reflex_actions.engines.base import DeltaTarget, Engine, FileTarget, IcebergTarget, Target
+from reflex_actions.engines.base import (
+    DeltaTarget,
+    Engine,
+    FileTarget,
+    IcebergTarget,
+    Target,
+    needed_columns,
+    partition_of,
+)
 from reflex_actions.engines.lakehouse import IcebergTables, LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SNAPSHOT, Relation, column, param
+from reflex_actions.sql import SNAPSHOT, Relation
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,29 +61,8 @@ class DuckDBEngine(Engine):
         if not isinstance(target, FileTarget):
             raise SnapshotUnreadableError(f"the duckdb engine does not read {target.shown}")
         snapshot = SnapshotFile.from_path(target.path)
-        if target.partition_column is None:
-            types = snapshot.check_columns(self.connection, list(required))
-            return snapshot.relation(parameter, types)
-        return self._partition_relation(snapshot, target, required, parameter)
-
-    def _partition_relation(
-        self, snapshot: SnapshotFile, target: FileTarget, required: Sequence[str], parameter: str
-    ) -> Relation:
-        """The rows of the file whose partition column holds the target's partition (the value
-        bound as text, compared as DuckDB casts it to the column's type)."""
-        assert target.partition_column is not None
-        needed = list(dict.fromkeys([*required, target.partition_column]))
-        types = snapshot.check_columns(self.connection, needed)
-        whole = snapshot.relation(parameter, types)
-        value = f"{parameter}_partition"
-        assert isinstance(whole.source, exp.Select)
-        source = whole.source.where(column(target.partition_column).eq(param(value)))
-        return Relation(
-            source=source,
-            params={**whole.params, value: target.partition},
-            types=types,
-            text_only=whole.text_only,
-        )
+        types = snapshot.check_columns(self.connection, needed_columns(target, required))
+        return partition_of(snapshot.relation(parameter, types), target, parameter)
 
     def _lakehouse_relation(
         self, target: LakehouseTarget, required: Sequence[str], parameter: str

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from reflex_actions.engines.base import Engine, EngineError, TableTarget, Target, table_source
+from reflex_actions.engines.base import (
+    Engine,
+    EngineError,
+    TableTarget,
+    Target,
+    needed_columns,
+    partition_of,
+    table_source,
+)
 from reflex_actions.errors import (
     SchemaDriftError,
     SnapshotNotFoundError,
@@ -179,16 +187,11 @@ class PostgresEngine(Engine):
                 f"connection is to {self.database!r}: connect to that database to read it"
             )
         types = self._column_types(target, parts)
-        needed = [*required, *([target.partition_column] if target.partition_column else [])]
-        missing = [name for name in dict.fromkeys(needed) if name not in types]
+        missing = [name for name in needed_columns(target, required) if name not in types]
         if missing:
             raise SchemaDriftError(target.shown[:300], missing, list(types))
-        source = table_source(target, parts)
-        params: dict[str, Any] = {}
-        for marker in source.find_all(exp.Placeholder):  # the partition's value, named as asked
-            marker.set("this", f"{parameter}_partition")
-            params[marker.name] = target.partition
-        return Relation(source=source, params=params, types=types)
+        whole = Relation(source=table_source(target, parts), types=types)
+        return partition_of(whole, target, parameter)
 
     def _column_types(self, target: TableTarget, parts: list[str]) -> dict[str, str]:
         """The table's columns and their DuckDB type names; SnapshotNotFoundError without one."""

@@ -27,6 +27,8 @@ from reflex_actions.engines.base import (
     FileTarget,
     TableTarget,
     Target,
+    needed_columns,
+    partition_of,
     table_source,
 )
 from reflex_actions.errors import (
@@ -36,7 +38,7 @@ from reflex_actions.errors import (
     first_line,
 )
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SNAPSHOT, Relation, column, param
+from reflex_actions.sql import SNAPSHOT, Relation
 
 # PySpark is imported where a session starts or a query runs: importing the engines (as the
 # registry does to name them) starts no JVM.
@@ -171,17 +173,11 @@ class SparkEngine(Engine):
             text_only = snapshot.format == "csv"
         else:
             raise SnapshotUnreadableError(f"the spark engine does not read {target.shown}")
-        partition = target.partition_column
-        needed = dict.fromkeys([*required, *([partition] if partition is not None else [])])
-        missing = [name for name in needed if name not in types]
+        missing = [name for name in needed_columns(target, required) if name not in types]
         if missing:
             raise SchemaDriftError(target.shown[:300], missing, list(types))
-        params: dict[str, Any] = {}
-        if partition is not None:
-            bound = f"{parameter}_partition"
-            source = source.where(column(partition).eq(param(bound)))
-            params[bound] = target.partition
-        return Relation(source=source, params=params, types=types, text_only=text_only)
+        whole = Relation(source=source, types=types, text_only=text_only)
+        return partition_of(whole, target, parameter)
 
     def _table(self, target: TableTarget) -> tuple[exp.Select, dict[str, str]]:
         """The whole catalog table, and its column types."""
