@@ -155,7 +155,8 @@ class SnapshotFile:
         )
 
     def reader_sql(self, parameter: str = "snapshot") -> str:
-        return f"SELECT * FROM {reader_call(self.format, parameter)}"
+        """The reader as DuckDB text (what DESCRIBE reads)."""
+        return _reader(self.format, parameter).sql(dialect="duckdb")
 
     def column_types(self, connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
         """Column name -> DuckDB type (reads the Parquet footer or sniffs the CSV header),
