@@ -26,8 +26,6 @@ from datahub.metadata.schema_classes import (
     AuditStampClass,
     CorpUserStatusClass,
     IncidentInfoClass,
-    OperationClass,
-    OperationTypeClass,
 )
 from datahub_actions.pipeline.pipeline import Pipeline
 
@@ -36,6 +34,7 @@ from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.action.report import ReflexReport
 from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
+from reflex_actions.catalog.ingestion import landed_operation
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.demo.estate import dataset_urn, user_urn
@@ -277,13 +276,10 @@ class Demo:
         an ``operation`` as the loader would write it."""
         snapshot = landing_snapshot(self.workdir / "snapshots", name)
         self.say(f"[4] new data lands on {name}: {snapshot.name}")
-        operation = OperationClass(
-            timestampMillis=self.tick(),
-            operationType=OperationTypeClass.INSERT,
-            customProperties={"snapshot": str(snapshot), "snapshot_id": LANDING_DAY.isoformat()},
-            lastUpdatedTimestamp=self.clock,
+        landed = landed_operation(
+            dataset_urn(name), snapshot, DEFAULT_ACTOR, self.tick(), LANDING_DAY.isoformat()
         )
-        self.catalog.emit([acting_as(DEFAULT_ACTOR, dataset_urn(name), operation)])
+        self.catalog.emit([landed])
         self.react()
 
     def load_today(self, names: Sequence[str]) -> None:
@@ -295,16 +291,7 @@ class Demo:
         for name in names:
             snapshot = todays_load(self.workdir / "snapshots", name, now)
             operations.append(
-                acting_as(
-                    DEFAULT_ACTOR,
-                    dataset_urn(name),
-                    OperationClass(
-                        timestampMillis=self.tick(),
-                        operationType=OperationTypeClass.INSERT,
-                        customProperties={"snapshot": str(snapshot), "snapshot_id": TODAY},
-                        lastUpdatedTimestamp=self.clock,
-                    ),
-                )
+                landed_operation(dataset_urn(name), snapshot, DEFAULT_ACTOR, self.tick(), TODAY)
             )
         self.catalog.emit(operations)
         self.react()
