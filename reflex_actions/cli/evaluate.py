@@ -6,54 +6,28 @@ for a DataHub server, its ``datahub`` block), so cron and the running action jud
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
-from datahub.configuration.config_loader import EnvResolver
-from pydantic import ValidationError
 
-from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
 from reflex_actions.catalog.registry import open_store
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.cli.pipeline_file import load_pipeline, validated_block
 from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.scheduled import on_schedule
 from reflex_actions.times import now_ms, parse_duration, parse_instant
 
-#: Longest pipeline file read (characters).
-MAX_PIPELINE_CHARS = 1024 * 1024
-
-
-def load_pipeline(path: Path) -> dict[str, Any]:
-    """A datahub-actions pipeline file, bounded, with its ``${VAR:-default}`` resolved."""
-    try:
-        with path.open(encoding="utf-8") as handle:
-            text = handle.read(MAX_PIPELINE_CHARS + 1)
-        data = load_bounded_yaml(text, str(path), MAX_PIPELINE_CHARS, max_depth=16)
-    except (OSError, UnicodeDecodeError, BoundedYamlError) as error:
-        reason = getattr(error, "strerror", None) or error
-        raise ReflexError(f"cannot read {path}: {reason}") from None
-    if not isinstance(data, dict):
-        raise ReflexError(f"{path} is not a pipeline (a mapping with an `action` block)")
-    resolved: dict[str, Any] = EnvResolver(os.environ).resolve(data)
-    return resolved
-
 
 def reflex_config(pipeline: dict[str, Any], path: Path) -> ReflexConfig:
     action = pipeline.get("action")
     if not isinstance(action, dict) or action.get("type") != "reflex":
         raise ReflexError(f"{path} has no `action` block of type reflex")
-    try:
-        return ReflexConfig.model_validate(action.get("config") or {})
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ReflexError(f"{path}: action.config.{where}: {first['msg']}") from None
+    return validated_block(ReflexConfig, action.get("config"), path, "action.config")
 
 
 def _graph(pipeline: dict[str, Any]) -> Any:

@@ -39,7 +39,8 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -71,6 +72,9 @@ logger = logging.getLogger(__name__)
 #: The actor of a write whose system metadata names none: DataHub's default user.
 DEFAULT_ACTOR = "urn:li:corpuser:datahub"
 
+# The rows the feed delivers: the versioned ones (version 0 is Lite's mirror of the latest).
+_DELIVERED = "cur.version > 0"
+
 # Each versioned row with the row of the version before it (none for version 1: version 0 is
 # Lite's mirror of the latest, not a predecessor).
 _ROWS_AFTER = (
@@ -79,7 +83,15 @@ _ROWS_AFTER = (
     " FROM metadata_aspect_v2 AS cur LEFT JOIN metadata_aspect_v2 AS prev"
     " ON prev.urn = cur.urn AND prev.aspect_name = cur.aspect_name"
     " AND prev.version = cur.version - 1 AND prev.version > 0"
-    " WHERE cur.rowid > ? AND cur.version > 0 ORDER BY cur.rowid LIMIT ?"
+    f" WHERE cur.rowid > ? AND {_DELIVERED} ORDER BY cur.rowid LIMIT ?"
+)
+
+# The newest row the feed delivers, and how many of those it has still to deliver: above the
+# offset (first parameter) and not acked (the second, a JSON list of rowids).
+_BACKLOG = (
+    "SELECT coalesce(max(cur.rowid), 0), count(*) FILTER (WHERE cur.rowid > ?"
+    " AND cur.rowid NOT IN (SELECT value FROM json_each(?)))"
+    f" FROM metadata_aspect_v2 AS cur WHERE {_DELIVERED}"
 )
 
 
@@ -107,6 +119,10 @@ class LiteChangeFeedConfig(ConfigModel):
         default=False,
         description="Finish events() once caught up and every event is acked (demo, tests).",
     )
+
+    @property
+    def offset_path(self) -> Path:
+        return Path(self.offset_file or f"{self.store}.reflex-offset")
 
 
 class _Offsets:
@@ -147,6 +163,16 @@ class _Offsets:
     @property
     def position(self) -> int:
         return self._read_to
+
+    @property
+    def offset(self) -> int:
+        """Every row up to here is delivered."""
+        return self._offset
+
+    @property
+    def acked(self) -> frozenset[int]:
+        """Rows above the offset delivered out of order."""
+        return frozenset(self._acked)
 
     @property
     def idle(self) -> bool:
@@ -248,7 +274,7 @@ class _OffsetFileLock:
 
     def __init__(self, offset_file: Path) -> None:
         self.offset_file = offset_file
-        self.path = offset_file.with_name(offset_file.name + ".lock")
+        self.path = self.path_of(offset_file)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle = self.path.open("a+", encoding="ascii", errors="replace")
@@ -269,10 +295,33 @@ class _OffsetFileLock:
         handle.flush()
         self._handle = handle
 
+    @staticmethod
+    def path_of(offset_file: Path) -> Path:
+        return offset_file.with_name(offset_file.name + ".lock")
+
+    @classmethod
+    def holder(cls, offset_file: Path) -> str | None:
+        """Whether a live source holds the lock now: its process id ("" if it has not written
+        it yet), None if none does. Probes with a shared lock taken and dropped at once: a
+        source starting in that instant is refused, as by any holder."""
+        try:
+            handle = cls.path_of(offset_file).open(encoding="ascii", errors="replace")
+        except FileNotFoundError:
+            return None  # no source ever ran on this offset file
+        except OSError as error:
+            raise ChangeFeedError(
+                f"cannot read the lock of offset file {offset_file}: {error.strerror}"
+            ) from None
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _pid_in(handle)
+            return None
+
     def _in_use(self, handle: TextIO) -> ChangeFeedError:
-        handle.seek(0)
-        holder = handle.read(20).strip()  # the holder's pid, unless it is still writing it
-        process = f" (process {holder})" if holder.isascii() and holder.isdigit() else ""
+        holder = _pid_in(handle)
+        process = f" (process {holder})" if holder else ""
         return ChangeFeedError(
             f"offset file {self.offset_file} is in use by another reflex-lite source{process}, "
             f"which holds {self.path}; a second source would deliver every event again. "
@@ -286,6 +335,13 @@ class _OffsetFileLock:
 
     def release(self) -> None:
         self._handle.close()
+
+
+def _pid_in(lock: TextIO) -> str:
+    """The process id a lock holder wrote in its lock file; "" while it is still writing it."""
+    lock.seek(0)
+    holder = lock.read(20).strip()
+    return holder if holder.isascii() and holder.isdigit() else ""
 
 
 def _connect(store: Path) -> sqlite3.Connection:
@@ -341,12 +397,71 @@ def _envelope(row: tuple[Any, ...]) -> EventEnvelope:
     )
 
 
+def _persisted_or_pinned(
+    db: sqlite3.Connection, config: LiteChangeFeedConfig, offset_file: Path
+) -> tuple[_Offsets, bool]:
+    """The persisted offsets (and False), or new ones pinned at start_from (and True: not
+    saved yet)."""
+    offsets = _Offsets.load(offset_file)
+    (end,) = db.execute("SELECT coalesce(max(rowid), 0) FROM metadata_aspect_v2").fetchone()
+    if offsets is None:
+        return _Offsets(offset_file, 0 if config.start_from == "beginning" else end, set()), True
+    if offsets.position > end:
+        # Rowids restart in a new store: the feed would wait, silently, for rows it has seen.
+        raise ChangeFeedError(
+            f"offset file {offset_file} is past the end of {config.store}; was the store "
+            "recreated? Delete the offset file to read the store from start_from"
+        )
+    return offsets, False
+
+
+@dataclass(frozen=True)
+class FeedStatus:
+    """How far a reflex-lite source stands behind its store."""
+
+    store: Path
+    offset_file: Path
+    #: the newest row the feed delivers (0: none yet)
+    newest_row: int
+    #: every row up to here is delivered
+    offset: int
+    #: rows above the offset delivered out of order
+    acked: int
+    #: rows the feed has still to deliver
+    behind: int
+    #: the process id of the source running on this offset file ("" if it has not written it
+    #: yet), None if none runs
+    running: str | None
+
+
+def feed_status(config: LiteChangeFeedConfig) -> FeedStatus:
+    """Where the source ``config`` describes stands, read without moving it: it writes no file,
+    and takes the offset file's lock only for an instant (see ``_OffsetFileLock.holder``).
+    ChangeFeedError where the source itself would refuse to start."""
+    offset_file = config.offset_path
+    with closing(_connect(Path(config.store))) as db:
+        db.execute("BEGIN")  # one snapshot of the store for the offset check and the counts
+        offsets, _ = _persisted_or_pinned(db, config, offset_file)
+        newest_row, behind = db.execute(
+            _BACKLOG, [offsets.offset, json.dumps(sorted(offsets.acked))]
+        ).fetchone()
+    return FeedStatus(
+        store=Path(config.store),
+        offset_file=offset_file,
+        newest_row=newest_row,
+        offset=offsets.offset,
+        acked=len(offsets.acked),
+        behind=behind,
+        running=_OffsetFileLock.holder(offset_file),
+    )
+
+
 class LiteChangeFeedSource(EventSource):
     """Event source ``reflex-lite``: MetadataChangeLogEvent_v1 envelopes from a Lite store."""
 
     def __init__(self, config: LiteChangeFeedConfig) -> None:
         self.config = config
-        offset_file = Path(config.offset_file or f"{config.store}.reflex-offset")
+        offset_file = config.offset_path
         self._db = _connect(Path(config.store))  # first: a wrong store path leaves no files
         with ExitStack() as undo:  # a source that fails to start lets go of what it took
             undo.callback(self._db.close)
@@ -364,22 +479,10 @@ class LiteChangeFeedSource(EventSource):
 
     def _resume(self, offset_file: Path) -> _Offsets:
         """The persisted offsets, or new ones pinned at start_from."""
-        offsets = _Offsets.load(offset_file)
-        (end,) = self._db.execute(
-            "SELECT coalesce(max(rowid), 0) FROM metadata_aspect_v2"
-        ).fetchone()
-        if offsets is None:
+        offsets, pinned = _persisted_or_pinned(self._db, self.config, offset_file)
+        if pinned:
             # Pin the start now: a restart before the first ack must not move "latest" forward.
-            offsets = _Offsets(
-                offset_file, 0 if self.config.start_from == "beginning" else end, set()
-            )
             offsets.save()
-        elif offsets.position > end:
-            # Rowids restart in a new store: the feed would wait, silently, for rows it has seen.
-            raise ChangeFeedError(
-                f"offset file {offset_file} is past the end of {self.config.store}; was the store "
-                "recreated? Delete the offset file to read the store from start_from"
-            )
         return offsets
 
     @classmethod
