@@ -27,7 +27,10 @@ from datahub_actions.plugin.source.kafka.kafka_event_source import (
 from reflex_actions.bounded import shorten
 from reflex_actions.errors import ReflexError
 
-logger = logging.getLogger(__name__)
+#: librdkafka's own log lines (connection refused, ...): kept from stderr unless logging is set
+#: up, since the command reports what failed in one line of its own.
+LIBRDKAFKA_LOG = logging.getLogger(f"{__name__}.librdkafka")
+LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 
 #: Longest wait for one answer from the broker (seconds).
 BROKER_TIMEOUT_SECONDS = 10.0
@@ -89,7 +92,7 @@ def group_lag(group: str, config: KafkaEventSourceConfig) -> GroupLag:
         "group.id": group,
         "enable.auto.commit": False,
         "enable.partition.eof": True,
-        "logger": logger,
+        "logger": LIBRDKAFKA_LOG,
     }
     from_earliest = str(client.get("auto.offset.reset", "latest")).lower() in _FROM_EARLIEST
     consumer = Consumer(client)
@@ -113,9 +116,10 @@ def group_lag(group: str, config: KafkaEventSourceConfig) -> GroupLag:
             )
         untrusted = _beyond_watermark(consumer, lags)
     except KafkaException as error:
+        reason = error.args[0].str() if isinstance(error.args[0], KafkaError) else str(error)
         raise ReflexError(
             f"cannot read consumer group {shorten(group)} at {shorten(bootstrap)}: "
-            f"{shorten(str(error.args[0]), 200)}"
+            f"{shorten(reason, 200)}"
         ) from None
     finally:
         consumer.close()

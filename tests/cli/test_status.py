@@ -108,6 +108,16 @@ def test_a_corrupt_offset_file_is_bad_input_naming_the_file(store: LiteCatalog) 
     assert "'acked' must be a list of Lite rowids above 'offset'" in result.output
 
 
+def test_an_offset_file_past_the_end_of_its_store_is_bad_input(store: LiteCatalog) -> None:
+    offset_file = Path(f"{store.path}.reflex-offset")
+    offset_file.write_text('{"offset": 1000000, "acked": []}', encoding="utf-8")
+
+    result = CliRunner().invoke(status_command, ["--store", str(store.path)])
+
+    assert result.exit_code == 2
+    assert f"offset file {offset_file} is past the end of {store.path}" in result.output
+
+
 def test_no_store_there_is_bad_input_and_leaves_no_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(status_command, ["--store", str(tmp_path / "none.db")])
 
@@ -263,3 +273,19 @@ def test_a_watermark_below_the_brokers_log_makes_the_lag_unknown(
     assert result["partitions"][0]["lag"] is None
     assert result["partitions"][1]["lag"] == 0
     assert "lag unknown" in human.output and f"{MCL_TOPICS[0]}[0]" in human.output
+
+
+def test_an_unreachable_broker_is_bad_input_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("reflex_actions.source.kafka_lag.BROKER_TIMEOUT_SECONDS", 5.0)
+    closed = TansuBroker(tmp_path / "never-started.log")  # a free port nothing listens on
+    pipeline = kafka_pipeline(tmp_path / "reflex.yaml", closed, "status-unreachable")
+
+    result = CliRunner().invoke(status_command, ["-c", str(pipeline)])
+
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: cannot read consumer group status-unreachable at {closed.bootstrap}: "
+        "Failed to get metadata: Local: Broker transport failure\n"
+    )

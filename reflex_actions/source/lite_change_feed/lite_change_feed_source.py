@@ -122,6 +122,7 @@ class LiteChangeFeedConfig(ConfigModel):
 
     @property
     def offset_path(self) -> Path:
+        """Where the delivered offset is kept: offset_file, else beside the store."""
         return Path(self.offset_file or f"{self.store}.reflex-offset")
 
 
