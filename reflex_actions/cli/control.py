@@ -9,7 +9,13 @@ from pathlib import Path
 import click
 
 from reflex_actions.bounded import excerpt
-from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.cli.output import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    free_nothing_at_exit,
+    print_json,
+    reports_bad_input,
+)
 from reflex_actions.cli.targets import TargetOptions, target_options
 from reflex_actions.controls import Control, load_control_spec
 from reflex_actions.controls.base import MAX_COUNT, validate_column_name
@@ -36,6 +42,8 @@ from reflex_actions.vocabulary import display_name
 
 #: Parameters bound to files at run time, not shown as values.
 FILE_PARAMETERS = {"snapshot", REFERENCE_PARAMETER}
+
+free_nothing_at_exit()  # a compile or a run ends its process: nothing to free one by one
 
 
 @click.group()
