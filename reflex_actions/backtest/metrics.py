@@ -152,6 +152,15 @@ class BacktestReport(Scores):
     def outcomes_for(self, dataset: str) -> list[SnapshotOutcome]:
         return [outcome for outcome in self.per_snapshot if outcome.dataset == dataset]
 
+    def scores_on(self, histories: set[str]) -> Scores:
+        """The scores of these histories' rows alone (e.g. the scope an approval would publish,
+        without the near misses backtested beside it for comparison)."""
+        outcomes = [o for o in self.per_snapshot if o.dataset in histories]
+        datasets = [d for d in self.datasets if d.dataset in histories]
+        return Scores.model_validate(
+            Scores.compute(outcomes, len(datasets), sum(d.applicable for d in datasets))
+        )
+
 
 class LearningSplitScores(BaseModel):
     """A backtest's figures on the snapshots the parameters were learned from, and on all the

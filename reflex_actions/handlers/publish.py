@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from datahub.metadata.schema_classes import GlossaryTermInfoClass
+from datahub.metadata.schema_classes import GlossaryTermInfoClass, StatusClass
 
 from reflex_actions.catalog.models import DatasetContext
+from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import Control, control_spec, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, ReflexError
-from reflex_actions.handlers.assertions import assertion_mcp
+from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, structured_values
@@ -17,7 +18,15 @@ from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
-from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, COVERAGE, SCOPE, display_name
+from reflex_actions.vocabulary import (
+    APPROVAL,
+    CONTROL_SPEC,
+    COVERAGE,
+    LIFECYCLE,
+    SCOPE,
+    VERSION,
+    display_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,24 +72,34 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
             "backtest report; approve again now that the report is on this page"
         )
     control = lesson.control or {}
-    if _event_control(change) != control:
+    if event_control(change) != control:
         return (
             "reflex.controlSpec was changed after the backtest: the approval must be on the "
             "control that was backtested (confirm the new control to backtest it)"
         )
     if not scope:
         return "reflex.scope is empty: there is nothing to publish"
+    earlier = _rolled_back(lesson)
+    if earlier is not None and set(scope) != set(earlier.scope):
+        return (
+            f"a rollback republishes version {earlier.number} exactly, on its scope: "
+            + ", ".join(display_name(urn) for urn in earlier.scope)
+            + "; approve that scope, and change it afterwards as a new version"
+        )
+    running = list(lesson.published_scope)  # the version in force until now, if any
     _publish(lesson, scope, ctx)
+    withdraw(lesson, [urn for urn in running if urn not in lesson.published_scope], ctx)
     move(lesson, LessonState.PUBLISHED)
-    lesson.gate_values[APPROVAL] = "APPROVED"
-    lesson.approved = ApprovedVersion(
-        control=control,
-        scope=scope,
-        actor=change.actor or "",
-        at=change.time_ms,
-        digest=ApprovedVersion.digest_of(control, scope),
+    version = _approved_version(lesson, control, scope, change)
+    lesson.versions.append(version)
+    lesson.approved, lesson.revision = version, None
+    if lesson.in_force_since is None:
+        lesson.in_force_since = change.time_ms
+    lesson.gate_values.update({APPROVAL: "APPROVED", LIFECYCLE: "ACTIVE"})
+    ctx.out.set_properties(lesson.urn, {LIFECYCLE: ["ACTIVE"], VERSION: [version.number]})
+    detail = f"version {version.number}; scope: " + ", ".join(
+        display_name(u) for u in lesson.published_scope
     )
-    detail = "scope: " + ", ".join(display_name(u) for u in lesson.published_scope)
     if lesson.publish_skipped:
         detail += "; not published: " + "; ".join(lesson.publish_skipped)
     lesson.record_decision("scope approved", change.actor, change.time_ms, detail)
@@ -89,7 +108,36 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     return None
 
 
-def _event_control(change: AspectChange) -> dict[str, object] | None:
+def _rolled_back(lesson: Lesson) -> ApprovedVersion | None:
+    """The version a waiting rollback republishes, if the draft is one."""
+    revision = lesson.revision
+    if revision is None or revision.rollback_of is None:
+        return None
+    return lesson.versions[revision.rollback_of - 1]
+
+
+def _approved_version(
+    lesson: Lesson, control: dict[str, object], scope: list[str], change: AspectChange
+) -> ApprovedVersion:
+    """The version this approval makes: what was approved, by whom, on what backtest."""
+    revision = lesson.revision
+    return ApprovedVersion(
+        control=control,
+        scope=scope,
+        actor=change.actor or "",
+        at=change.time_ms,
+        digest=ApprovedVersion.digest_of(control, scope),
+        number=len(lesson.versions) + 1,
+        origin=revision.origin if revision else f"drafted from incident {lesson.incident}",
+        rollback_of=revision.rollback_of if revision else None,
+        backtest=lesson.backtest,
+        report=lesson.report,
+        field_mappings=lesson.field_mappings,
+        published_scope=lesson.published_scope,
+    )
+
+
+def event_control(change: AspectChange) -> dict[str, object] | None:
     """The control spec the event carries, canonical like ``Lesson.control``; None if unusable."""
     try:
         control = parse_control_yaml(as_text(change.property_values(CONTROL_SPEC)))
@@ -101,7 +149,7 @@ def _event_control(change: AspectChange) -> dict[str, object] | None:
 def _judge_repeated_approval(lesson: Lesson, change: AspectChange, scope: list[str]) -> None:
     """A redelivered or replayed approval of a published lesson changes nothing; say whether
     it is the one that was published."""
-    control = _event_control(change) or {}
+    control = event_control(change) or {}
     digest = ApprovedVersion.digest_of(control, scope)
     if lesson.approved is not None and digest == lesson.approved.digest:
         logger.info("lesson %s: approval already published exactly; nothing to do", lesson.urn)
@@ -129,7 +177,10 @@ def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
         if isinstance(control, str):
             skipped.append(control)
             continue
-        ctx.out.emit(assertion_mcp(lesson, urn, control, actor))
+        ctx.out.emit(
+            assertion_mcp(lesson, urn, control, actor),  # a dataset dropped once may come back
+            acting_as(actor, assertion_urn(lesson.urn, urn), StatusClass(removed=False)),
+        )
         covered = [str(v) for v in structured_values(ctx.catalog, urn, COVERAGE)]
         if lesson.urn not in covered:
             ctx.out.set_properties(urn, {COVERAGE: [*covered, lesson.urn]})
@@ -138,10 +189,12 @@ def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
     lesson.publish_skipped = skipped
 
 
-def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
-    if lesson.state is not LessonState.PENDING_APPROVAL:
-        return
-    move(lesson, LessonState.REJECTED)
-    lesson.gate_values[APPROVAL] = "REJECTED"
-    lesson.record_decision("scope rejected", change.actor, change.time_ms)
-    ctx.out.save_lesson(lesson)
+def withdraw(lesson: Lesson, datasets: list[str], ctx: HandlerContext) -> None:
+    """Take the lesson's control off these datasets: its assertion soft-deleted
+    (``status.removed``, its runs stay readable) and the lesson out of their coverage."""
+    actor = ctx.config.service_actor
+    for urn in datasets:
+        ctx.out.emit(acting_as(actor, assertion_urn(lesson.urn, urn), StatusClass(removed=True)))
+        covered = [str(v) for v in structured_values(ctx.catalog, urn, COVERAGE)]
+        if lesson.urn in covered:
+            ctx.out.set_properties(urn, {COVERAGE: [u for u in covered if u != lesson.urn]})

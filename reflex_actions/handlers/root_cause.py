@@ -98,11 +98,17 @@ def _pattern_of(spec_text: str) -> str:
     return kind.pattern if kind else UNKNOWN_PATTERN
 
 
-def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
+def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
+    if lesson.approved is not None:
+        return (
+            "a published lesson is not rejected but retired (reflex.lifecycle RETIRED), so its "
+            "record stays; reject the version waiting for approval with reflex.approval"
+        )
     if not can_move(lesson, LessonState.REJECTED) or lesson.state is LessonState.REJECTED:
-        return
+        return None
     move(lesson, LessonState.REJECTED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "REJECTED"
     lesson.record_decision("lesson rejected", change.actor, change.time_ms)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s rejected by %s; nothing will be published", lesson.urn, change.actor)
+    return None

@@ -53,7 +53,7 @@ from reflex_actions.handlers.lesson_store import structured_values
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
-from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.lessons.model import Lesson
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import COVERAGE, display_name
@@ -65,16 +65,15 @@ def published_lessons(
     dataset_urn: str, ctx: HandlerContext, as_of: int | None = None
 ) -> list[Lesson]:
     """The published lessons whose controls cover this dataset; with ``as_of`` (an event's
-    time), only those approved by then: an event is judged by the coverage at its own time,
+    time), only those in force by then: an event is judged by the coverage at its own time,
     so replaying an old event never runs a control published after it."""
     lessons = []
     for urn in structured_values(ctx.catalog, dataset_urn, COVERAGE):
         lesson = ctx.lesson(str(urn))
         if (
             lesson
-            and lesson.state is LessonState.PUBLISHED
-            and dataset_urn in lesson.published_scope
-            and (as_of is None or (lesson.approved is not None and lesson.approved.at <= as_of))
+            and lesson.in_force_on(dataset_urn)
+            and (as_of is None or (lesson.in_force_since or 0) <= as_of)
         ):
             lessons.append(lesson)
     return lessons

@@ -44,7 +44,7 @@ from reflex_actions.handlers.run_controls import (
 )
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
-from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.lessons.model import Lesson
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import LESSONS_NODE
@@ -71,10 +71,10 @@ def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> Swee
         lesson = ctx.lesson(urn)
         if (
             lesson is None
-            or lesson.state is not LessonState.PUBLISHED
             or lesson.approved is None
-            or lesson.approved.at > now_ms
-            or not triggered_by(str((lesson.control or {}).get("type")), Trigger.SCHEDULE)
+            or lesson.in_force_since is None
+            or lesson.in_force_since > now_ms
+            or not triggered_by(str(lesson.approved.control.get("type")), Trigger.SCHEDULE)
         ):
             continue
         decide_then_apply(ctx, partial(_sweep_lesson, lesson, ctx, now_ms, slot, counts))
@@ -89,7 +89,7 @@ def _sweep_lesson(
     the runs done: after a crash anywhere, what is not marked done is judged again."""
     runs: list[MetadataChangeProposalWrapper] = []
     noted = len(lesson.recurrences)
-    for dataset_urn in lesson.published_scope:
+    for dataset_urn in [urn for urn in lesson.published_scope if lesson.in_force_on(urn)]:
         mark, written = ctx.out.mark(), len(runs)
         try:
             covered = covered_control(lesson, dataset_urn, ctx)

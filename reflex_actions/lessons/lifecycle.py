@@ -9,11 +9,12 @@ from __future__ import annotations
 from reflex_actions.errors import ReflexError
 from reflex_actions.lessons.model import Lesson, LessonState
 
-P, C, PA, PUB, REJ, ERR = (
+P, C, PA, PUB, RET, REJ, ERR = (
     LessonState.PROPOSED,
     LessonState.CONFIRMED,
     LessonState.PENDING_APPROVAL,
     LessonState.PUBLISHED,
+    LessonState.RETIRED,
     LessonState.REJECTED,
     LessonState.ERROR,
 )
@@ -22,8 +23,11 @@ P, C, PA, PUB, REJ, ERR = (
 TRANSITIONS: dict[LessonState, frozenset[LessonState]] = {
     P: frozenset({C, REJ}),  # gate 1: confirmed (validated) or rejected
     C: frozenset({PA, ERR, REJ}),  # backtested and waiting for approval, or it could not be
-    PA: frozenset({PUB, ERR, REJ}),  # gate 2: published, or the scope (or root cause) rejected
-    PUB: frozenset(),
+    # gate 2: published, or the scope (or root cause) rejected; a new version's draft refused
+    # goes back to where it came from (published or retired), and may be retired meanwhile
+    PA: frozenset({PUB, ERR, REJ, RET}),
+    PUB: frozenset({PA, RET}),  # a new version drafted (an edit, a rollback), or retired
+    RET: frozenset({PA}),  # a rollback drafts an earlier version anew, through gate 2
     REJ: frozenset(),  # final: nothing is ever published from a rejected lesson
     ERR: frozenset({C, REJ}),  # a new confirmation validates and retries; or give up
 }

@@ -7,10 +7,11 @@ import json
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from reflex_actions.backtest.history import LearningSplit
+from reflex_actions.backtest.metrics import BacktestReport, Scores, SnapshotOutcome
 from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 
 
@@ -20,6 +21,7 @@ class LessonState(str, Enum):
     REJECTED = "REJECTED"  # a steward rejected it: nothing is ever published from it
     PENDING_APPROVAL = "PENDING_APPROVAL"  # backtested; waiting for scope approval
     PUBLISHED = "PUBLISHED"  # assertions published on the approved scope
+    RETIRED = "RETIRED"  # a steward retired it: its assertions are removed, its record stays
     ERROR = "ERROR"  # Reflex could not go on (``Lesson.error`` says why); confirming retries
 
 
@@ -113,8 +115,53 @@ class LessonDraft(BaseModel):
     learned_from: SkipJsonSchema[LearningSplit | None] = None
 
 
+#: Snapshots of each dataset's timeline a lesson keeps with a backtest (the newest).
+MAX_KEPT_OUTCOMES = 400
+#: Longest reason kept with a kept snapshot outcome.
+MAX_KEPT_REASON = 200
+
+
+class BacktestSummary(BaseModel):
+    """What a backtest found, kept with the lesson and each version approved on it: the
+    figures on the scope it recommended, the whole report's, and each dataset's timeline."""
+
+    scope: Scores
+    overall: Scores
+    #: the newest outcomes of every dataset backtested, without samples, oldest first
+    outcomes: list[SnapshotOutcome] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, report: BacktestReport, scope: Scores) -> BacktestSummary:
+        kept: list[SnapshotOutcome] = []
+        for dataset in report.datasets:
+            for outcome in report.outcomes_for(dataset.dataset)[-MAX_KEPT_OUTCOMES:]:
+                reason = (outcome.reason or "")[:MAX_KEPT_REASON] or None
+                kept.append(outcome.model_copy(update={"sample": [], "reason": reason}))
+        overall = Scores.model_validate(report.model_dump(include=set(Scores.model_fields)))
+        return cls(scope=scope, overall=overall, outcomes=kept)
+
+    def datasets(self) -> list[str]:
+        return list(dict.fromkeys(o.dataset for o in self.outcomes))
+
+    def outcomes_for(self, dataset: str) -> list[SnapshotOutcome]:
+        return [o for o in self.outcomes if o.dataset == dataset]
+
+
+class Revision(BaseModel):
+    """A new version drafted while another is in force (or after retirement): why it was
+    drafted, by whom, and the state the lesson returns to when it is refused."""
+
+    origin: str
+    requested_by: str | None
+    at: int
+    #: the version whose control and scope a rollback republishes
+    rollback_of: int | None = None
+    resume: Literal["PUBLISHED", "RETIRED"] = "PUBLISHED"
+
+
 class ApprovedVersion(BaseModel):
-    """The control and scope an approval decided on, who approved them, and when."""
+    """One approved version: the control and scope the approval decided on, who approved them,
+    when, on what backtest, and what it was published as."""
 
     control: dict[str, Any]
     scope: list[str]
@@ -122,6 +169,16 @@ class ApprovedVersion(BaseModel):
     #: the approval event's time (epoch millis): events before it are judged without this version
     at: int
     digest: str
+    #: 1 for the first approval, then one more per approved version
+    number: int = 1
+    #: how it came about: drafted from the incident, a steward's edit, a rollback
+    origin: str = ""
+    rollback_of: int | None = None
+    backtest: BacktestSummary | None = None
+    #: its report and field mappings, restored when a later draft is refused
+    report: str = ""
+    field_mappings: dict[str, dict[str, str]] = Field(default_factory=dict)
+    published_scope: list[str] = Field(default_factory=list)
 
     @staticmethod
     def digest_of(control: dict[str, Any], scope: list[str]) -> str:
@@ -178,8 +235,38 @@ class Lesson(BaseModel):
     #: True once Reflex's own PENDING (written after the report) was seen in the event log:
     #: only an approval written after it decides on a report that existed
     approval_open: bool = False
-    #: exactly what the published version was approved on
+    #: exactly what the version in force (or, once retired, the last) was approved on
     approved: ApprovedVersion | None = None
+    #: every approved version, oldest first (the last is ``approved``)
+    versions: list[ApprovedVersion] = Field(default_factory=list)
+    #: the draft waiting for approval while ``approved`` stays in force, if there is one
+    revision: Revision | None = None
+    #: the backtest of the current draft (or of the version in force)
+    backtest: BacktestSummary | None = None
+    #: the time of the latest event on the lesson's properties that made a decision: an older
+    #: one was judged already, or was overtaken by it (a replay of the log), and decides nothing
+    judged_at: int = 0
+    #: since when (epoch millis) its controls have run without a break: events before it are
+    #: judged without the lesson, so a replayed old event never runs it
+    in_force_since: int | None = None
+
+    @model_validator(mode="after")
+    def _versions_of_older_records(self) -> Lesson:
+        """A lesson stored before versions were kept has its approval as version 1."""
+        if self.approved is not None and not self.versions:
+            self.versions = [self.approved]
+            if self.state is LessonState.PUBLISHED and self.in_force_since is None:
+                self.in_force_since = self.approved.at
+        return self
+
+    def in_force_on(self, dataset_urn: str) -> bool:
+        """Whether an approved version's control runs on the dataset now: published there,
+        and neither retired nor rejected (a draft waiting for approval leaves it running)."""
+        return (
+            self.state in (LessonState.PUBLISHED, LessonState.PENDING_APPROVAL)
+            and self.in_force_since is not None
+            and dataset_urn in self.published_scope
+        )
 
     def record_decision(self, decision: str, actor: str | None, at: int, detail: str = "") -> bool:
         """Add a decision to the lesson's record unless this very one (same decision, actor

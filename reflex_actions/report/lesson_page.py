@@ -13,12 +13,19 @@ from reflex_actions.backtest.metrics import (
     in_sample_ids,
     learning_split_scores,
 )
-from reflex_actions.controls import dump_control_yaml, parse_control_spec
-from reflex_actions.lessons.model import Decision, Lesson, Recurrence
+from reflex_actions.controls import dump_control_line, dump_control_yaml, parse_control_spec
+from reflex_actions.lessons.model import (
+    BacktestSummary,
+    Decision,
+    Lesson,
+    LessonState,
+    Recurrence,
+)
 from reflex_actions.report import markdown
 from reflex_actions.report.backtest import ratio_text
 from reflex_actions.report.markdown import code, code_block, escape
 from reflex_actions.similarity import Resolution
+from reflex_actions.times import iso
 from reflex_actions.vocabulary import display_name
 
 
@@ -32,6 +39,7 @@ def render_definition(lesson: Lesson, title: str) -> str:
         f"Learned from incident {code(lesson.incident)} on {code(source)}.",
         "",
     ]
+    lines += _lifecycle_banner(lesson)
     if lesson.error:
         lines += [
             f"> **Reflex could not go on:** {code(lesson.error)} — fix the cause and confirm "
@@ -81,6 +89,8 @@ def render_definition(lesson: Lesson, title: str) -> str:
     if lesson.published_scope:
         lines += ["", "#### Published on"]
         lines += [f"- {escape(display_name(urn))}" for urn in lesson.published_scope]
+    if lesson.versions:
+        lines += ["", *versions_section(lesson)]
     if lesson.recurrences:
         lines += ["", "#### Recurrences caught"]
         lines += [_recurrence_line(r) for r in lesson.recurrences]
@@ -88,6 +98,64 @@ def render_definition(lesson: Lesson, title: str) -> str:
         lines += ["", "#### Decisions"]
         lines += [_decision_line(d) for d in lesson.decisions]
     return "\n".join(lines) + "\n"
+
+
+def _lifecycle_banner(lesson: Lesson) -> list[str]:
+    """What runs now, when that is not simply the lesson's control: a draft waiting while an
+    earlier version runs, or nothing at all (retired)."""
+    in_force = lesson.approved.number if lesson.approved else None
+    if lesson.state is LessonState.RETIRED:
+        return [
+            f"> **Retired:** none of its controls run (version {in_force} was the last in "
+            "force); its recurrences and history stay below. Set `reflex.version` to a "
+            "version's number to roll back to it, through approval.",
+            "",
+        ]
+    if lesson.revision is not None and lesson.state is LessonState.PENDING_APPROVAL:
+        draft = len(lesson.versions) + 1
+        running = (
+            f"version {in_force} stays in force until then"
+            if lesson.published_scope
+            else "nothing runs until then (the lesson was retired)"
+        )
+        return [
+            f"> **Version {draft} waits for approval** ({escape(lesson.revision.origin)}): the "
+            f"control and report below are its draft; {running}.",
+            "",
+        ]
+    return []
+
+
+def versions_section(lesson: Lesson) -> list[str]:
+    """Every approved version: what it ran, where, on what evidence, approved by whom."""
+    in_force = lesson.approved.number if lesson.approved and lesson.published_scope else None
+    lines = [
+        "#### Versions",
+        "",
+        "| version | approved by | at | how it came about | control | scope | backtest | digest |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for version in lesson.versions:
+        mark = " (in force)" if version.number == in_force else ""
+        control = dump_control_line(parse_control_spec(version.control))
+        scope = ", ".join(display_name(urn) for urn in version.scope)
+        lines.append(
+            f"| {version.number}{mark} | {escape(version.actor)} | {iso(version.at)} "
+            f"| {escape(version.origin)} | {code(control)} | {escape(scope)} "
+            f"| {_backtest_cell(version.backtest)} | {code(version.digest[:12])} |"
+        )
+    return lines
+
+
+def _backtest_cell(summary: BacktestSummary | None) -> str:
+    if summary is None:
+        return "no history"
+    scores = summary.scope
+    return (
+        f"precision {ratio_text(scores.precision, scores, 'precision')}, recall "
+        f"{ratio_text(scores.recall, scores, 'recall')}, {scores.false_positives} false alarms, "
+        f"{scores.coverage.evaluable_snapshots} of {scores.coverage.snapshots} snapshots"
+    )
 
 
 def _decision_line(decision: Decision) -> str:
@@ -140,19 +208,15 @@ def candidates_section(resolution: Resolution) -> str:
     return "\n".join(lines)
 
 
-def scope_summary(report: BacktestReport, scoped: set[str], scope_size: int) -> str:
+def scope_summary(scores: Scores, scope_size: int) -> str:
     """The figures for what approval would publish (the source and the recommended
-    candidates), from the same per-dataset rows the tables below show (which also cover the
-    near misses, for comparison); ``scoped`` names those rows' histories."""
-    outcomes = [o for o in report.per_snapshot if o.dataset in scoped]
-    datasets = [d for d in report.datasets if d.dataset in scoped]
-    scores = Scores.compute(outcomes, len(datasets), sum(d.applicable for d in datasets))
-    precision = "n/a" if scores["precision"] is None else f"{scores['precision']:.0%}"
-    recall = "n/a" if scores["recall"] is None else f"{scores['recall']:.0%}"
+    candidates); the tables below also cover the near misses, for comparison."""
+    precision = "n/a" if scores.precision is None else f"{scores.precision:.0%}"
+    recall = "n/a" if scores.recall is None else f"{scores.recall:.0%}"
     return (
         f"**Recommended scope** ({scope_size} datasets): precision {precision}, recall {recall}, "
-        f"{scores['true_positives']} labelled failures caught, {scores['false_positives']} false "
-        f"alarms, {scores['false_negatives']} missed, {scores['not_evaluable']} snapshots not "
+        f"{scores.true_positives} labelled failures caught, {scores.false_positives} false "
+        f"alarms, {scores.false_negatives} missed, {scores.not_evaluable} snapshots not "
         "evaluable.\n\n"
     )
 

@@ -40,7 +40,7 @@ def test_init_is_idempotent(tmp_path: Path) -> None:
     store = tmp_path / "reflex.db"
     assert run("init", "--store", str(store))[0] == 0
     rows = version_rows(store)
-    assert rows == 2 * 9  # 8 property definitions + the lessons node, each v0 + v1
+    assert rows == 2 * 11  # 10 property definitions + the lessons node, each v0 + v1
     assert run("init", "--store", str(store))[0] == 0
     assert version_rows(store) == rows
 

@@ -10,7 +10,7 @@ from reflex_actions.handlers.context import decide_and_apply
 from reflex_actions.handlers.directives import Emit, SaveLesson, SetProperties, apply
 from reflex_actions.handlers.gates import on_lesson_properties
 from reflex_actions.lessons.model import LessonState
-from reflex_actions.vocabulary import APPROVAL
+from reflex_actions.vocabulary import APPROVAL, LIFECYCLE, VERSION
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.handlers.builders import (
     INTRUDER,
@@ -52,9 +52,10 @@ def test_an_approval_publishes_assertion_then_coverage_then_the_lesson() -> None
     on_lesson_properties(approval(STEWARD), ctx)
 
     kinds = [type(d).__name__ for d in ctx.out.directives]
-    assert kinds == ["Emit", "SetProperties", "SaveLesson"]
+    assert kinds == ["Emit", "SetProperties", "SetProperties", "SaveLesson"]
     emit = ctx.out.directives[0]
     assert isinstance(emit, Emit) and emit.mcps[0].aspectName == "assertionInfo"
+    assert ctx.out.directives[2] == SetProperties(LESSON, {LIFECYCLE: ["ACTIVE"], VERSION: [1]})
     saved = ctx.out.directives[-1]
     assert isinstance(saved, SaveLesson)
     assert saved.lesson.state is LessonState.PUBLISHED and saved.lesson.approved is not None

@@ -23,6 +23,10 @@ ALLOWED = {
     (S.PENDING_APPROVAL, S.PUBLISHED),
     (S.PENDING_APPROVAL, S.ERROR),
     (S.PENDING_APPROVAL, S.REJECTED),
+    (S.PENDING_APPROVAL, S.RETIRED),  # retired while a new version waits
+    (S.PUBLISHED, S.PENDING_APPROVAL),  # a new version drafted: an edit or a rollback
+    (S.PUBLISHED, S.RETIRED),
+    (S.RETIRED, S.PENDING_APPROVAL),  # a rollback, through approval again
     (S.ERROR, S.CONFIRMED),
     (S.ERROR, S.REJECTED),
 }

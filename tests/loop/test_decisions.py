@@ -83,8 +83,9 @@ def test_an_approval_publishes_the_scope_and_control_its_own_event_carried(
 
 
 def test_a_replayed_approval_after_a_scope_edit_changes_nothing(published: Demo) -> None:
-    """The steward later edits the scope of the published lesson; replaying the whole log
-    (the old approval among it) neither republishes nor records a second approval."""
+    """The steward later edits the scope of the published lesson, which drafts version 2;
+    replaying the whole log (the old approval among it) neither publishes the draft nor
+    records a second approval."""
     store = store_of(published.workdir)
     scope = [str(u) for u in property_values(store, LESSON, SCOPE)]
     published.catalog.set_structured_properties(LESSON, {SCOPE: [*scope, REFUNDS]}, STEWARD)
@@ -96,6 +97,7 @@ def test_a_replayed_approval_after_a_scope_edit_changes_nothing(published: Demo)
     assert all_rows(store) == before
     lesson = stored_lesson(store, LESSON)
     assert REFUNDS not in lesson.published_scope
+    assert lesson.state is LessonState.PENDING_APPROVAL and lesson.revision is not None
     assert [d.actor for d in lesson.decisions if d.decision == "scope approved"] == [STEWARD]
 
 

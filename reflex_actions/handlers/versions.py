@@ -1,0 +1,243 @@
+"""A published lesson's later life: new versions, retirement and rollback, each through gate 2.
+
+A steward edits ``reflex.controlSpec`` or ``reflex.scope`` of a published lesson, or sets
+``reflex.version`` to an earlier version's number: Reflex drafts the new version, validates and
+backtests it, and asks for approval; the version in force keeps running until one is approved,
+and a refused draft leaves it as it was. ``reflex.lifecycle`` RETIRED withdraws the lesson's
+assertions and coverage; its recurrences and history stay on its page.
+
+Each of these decisions is judged by the state at the event's time (DESIGN §9): an event older
+than the lesson's latest decision was decided already (a redelivery) or was overtaken by it (a
+replay of the log), so it changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reflex_actions.controls import control_spec, dump_control_line, parse_control_spec
+from reflex_actions.errors import ControlSpecError
+from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.context import HandlerContext
+from reflex_actions.handlers.lesson_store import as_text
+from reflex_actions.handlers.proposal import propose
+from reflex_actions.handlers.publish import event_control, withdraw
+from reflex_actions.lessons.lifecycle import move
+from reflex_actions.lessons.model import Lesson, LessonState, Revision
+from reflex_actions.lessons.validation import parse_steward_control
+from reflex_actions.vocabulary import (
+    APPROVAL,
+    CONTROL_SPEC,
+    LIFECYCLE,
+    SCOPE,
+    VERSION,
+    display_name,
+)
+
+logger = logging.getLogger(__name__)
+
+PropertyValues = dict[str, list[str | float]]
+
+
+def _steward_event(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
+    """Whether the event is a person's edit made after the lesson's latest decision (a
+    redelivered one was decided already): Reflex's own writes (a version number, a pre-filled
+    scope) decide nothing."""
+    return not ctx.is_own(change.actor) and change.time_ms > lesson.judged_at
+
+
+def _scope_of(change: AspectChange) -> list[str]:
+    return list(dict.fromkeys(str(urn) for urn in change.property_values(SCOPE)))
+
+
+def _version_number(values: list[str | float]) -> int | None:
+    """``reflex.version``'s value as a whole number (DataHub stores numbers as doubles)."""
+    if len(values) != 1 or isinstance(values[0], str):
+        return None
+    number = values[0]
+    return int(number) if float(number).is_integer() and 0 < number < 2**31 else None
+
+
+def retirement_asked(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
+    return _steward_event(lesson, change, ctx) and change.property_became(LIFECYCLE, "RETIRED")
+
+
+def version_shown(lesson: Lesson) -> int:
+    """What ``reflex.version`` shows: the version in force, 0 when none is (retired)."""
+    if lesson.approved is None or lesson.state is LessonState.RETIRED:
+        return 0
+    return lesson.approved.number
+
+
+def rollback_asked(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
+    values = change.property_values(VERSION)
+    return (
+        _steward_event(lesson, change, ctx)
+        and bool(values)
+        and values != change.property_values(VERSION, previous=True)
+        and values != [version_shown(lesson)]
+    )
+
+
+def edit_made(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
+    """Whether the event edits the control or scope of the version in force (published), or
+    the control of the draft waiting for approval (a scope edit there is what approval takes)."""
+    if lesson.approved is None or not _steward_event(lesson, change, ctx):
+        return False
+    if lesson.state is LessonState.PUBLISHED:
+        return event_control(change) != lesson.approved.control or set(_scope_of(change)) != set(
+            lesson.approved.scope
+        )
+    return (
+        lesson.state is LessonState.PENDING_APPROVAL
+        and lesson.revision is not None
+        and event_control(change) != lesson.control
+    )
+
+
+def in_force_values(lesson: Lesson) -> PropertyValues:
+    """The lesson's editable properties as the version in force holds them: where a refused
+    edit, rollback or retirement puts them back."""
+    approved = lesson.approved
+    if approved is None:
+        return {}
+    return {
+        CONTROL_SPEC: [dump_control_line(parse_control_spec(approved.control))],
+        SCOPE: list(approved.scope),
+        VERSION: [version_shown(lesson)],
+        APPROVAL: ["APPROVED"],
+    }
+
+
+def draft_values(lesson: Lesson) -> PropertyValues:
+    """Where a refused edit of a waiting draft puts the control back (its scope stays: that
+    is the approver's to edit); a published lesson's go back to the version in force."""
+    if lesson.revision is not None and lesson.state is LessonState.PENDING_APPROVAL:
+        return {CONTROL_SPEC: [dump_control_line(parse_control_spec(lesson.control or {}))]}
+    values = in_force_values(lesson)
+    return {CONTROL_SPEC: values.get(CONTROL_SPEC, []), SCOPE: values.get(SCOPE, [])}
+
+
+def on_version_edit(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
+    """Draft the edited control and scope as the next version, validated and backtested."""
+    scope = _scope_of(change)
+    if not scope:
+        return "reflex.scope is empty: a version needs at least one dataset"
+    source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
+    try:
+        control = parse_steward_control(
+            as_text(change.property_values(CONTROL_SPEC)),
+            lesson.failure_pattern,
+            source,
+            ctx.catalog,
+        )
+    except ControlSpecError as error:
+        return f"the edited control is not valid: {error}"
+    resume = lesson.revision.resume if lesson.revision else "PUBLISHED"
+    lesson.control = control_spec(control)
+    lesson.revision = Revision(
+        origin=f"edited by {change.actor}",
+        requested_by=change.actor,
+        at=change.time_ms,
+        resume=resume,
+    )
+    _draft(lesson, scope, change, ctx)
+    return None
+
+
+def on_rollback(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
+    """Draft an earlier version's control and scope anew; approval republishes exactly them."""
+    number = _version_number(change.property_values(VERSION))
+    if lesson.approved is None:
+        return "no version of this lesson was approved yet: there is nothing to roll back to"
+    if lesson.state is LessonState.PENDING_APPROVAL:
+        return (
+            f"version {len(lesson.versions) + 1} is waiting for approval: approve or reject it "
+            "before rolling back"
+        )
+    if number is None or not 1 <= number <= len(lesson.versions):
+        return f"reflex.version names no approved version: choose 1 to {len(lesson.versions)}"
+    earlier = lesson.versions[number - 1]
+    try:
+        parse_control_spec(earlier.control)  # its control type may be gone since
+    except ControlSpecError as error:
+        return f"version {number}'s control cannot be used any more: {error}"
+    lesson.control = earlier.control
+    lesson.revision = Revision(
+        origin=f"rollback to version {number} by {change.actor}",
+        requested_by=change.actor,
+        at=change.time_ms,
+        rollback_of=number,
+        resume="RETIRED" if lesson.state is LessonState.RETIRED else "PUBLISHED",
+    )
+    _draft(lesson, earlier.scope, change, ctx)
+    return None
+
+
+def _draft(lesson: Lesson, scope: list[str], change: AspectChange, ctx: HandlerContext) -> None:
+    number = len(lesson.versions) + 1
+    origin = lesson.revision.origin if lesson.revision else ""
+    detail = f"{origin}; scope: " + ", ".join(display_name(urn) for urn in scope)
+    lesson.record_decision(f"version {number} drafted", change.actor, change.time_ms, detail)
+    propose(lesson, ctx, scope=scope)
+    logger.info("lesson %s: version %d drafted (%s)", lesson.urn, number, origin)
+
+
+def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
+    """Withdraw every assertion and coverage of the lesson; its record stays readable."""
+    if lesson.state is LessonState.RETIRED:
+        return None
+    if lesson.approved is None:
+        return (
+            "it was never published, so there is nothing to retire: reject it instead "
+            "(reflex.approval or reflex.rootCauseStatus REJECTED)"
+        )
+    withdrawn = list(lesson.published_scope)
+    withdraw(lesson, withdrawn, ctx)
+    _drop_draft(lesson)
+    lesson.published_scope, lesson.in_force_since = [], None
+    move(lesson, LessonState.RETIRED)
+    lesson.gate_values[LIFECYCLE] = "RETIRED"
+    ctx.out.set_properties(lesson.urn, in_force_values(lesson))
+    detail = f"version {lesson.approved.number} withdrawn from " + (
+        ", ".join(display_name(urn) for urn in withdrawn) or "no dataset"
+    )
+    lesson.record_decision("retired", change.actor, change.time_ms, detail)
+    ctx.out.save_lesson(lesson)
+    logger.info("lesson %s retired by %s", lesson.urn, change.actor)
+    return None
+
+
+def refuse_draft(lesson: Lesson, change: AspectChange, verb: str, ctx: HandlerContext) -> None:
+    """A drafted version is not approved: the lesson goes back to the version in force (or to
+    retirement) exactly as it was, and its properties show that version again."""
+    number = len(lesson.versions) + 1
+    resume = LessonState(lesson.revision.resume if lesson.revision else "PUBLISHED")
+    _drop_draft(lesson)
+    move(lesson, resume)
+    ctx.out.set_properties(lesson.urn, in_force_values(lesson))
+    lesson.record_decision(f"version {number} {verb}", change.actor, change.time_ms)
+    ctx.out.save_lesson(lesson)
+
+
+def _drop_draft(lesson: Lesson) -> None:
+    """Put the version in force back in place of a draft, if one was waiting."""
+    approved = lesson.approved
+    if approved is None or lesson.revision is None:
+        return
+    lesson.control, lesson.report = approved.control, approved.report
+    lesson.field_mappings, lesson.backtest = approved.field_mappings, approved.backtest
+    lesson.revision, lesson.approval_open = None, False
+    lesson.gate_values[APPROVAL] = "APPROVED"
+
+
+def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
+    if lesson.state is not LessonState.PENDING_APPROVAL:
+        return
+    if lesson.approved is not None:  # a new version refused: the one in force goes on
+        refuse_draft(lesson, change, "rejected", ctx)
+        return
+    move(lesson, LessonState.REJECTED)
+    lesson.gate_values[APPROVAL] = "REJECTED"
+    lesson.record_decision("scope rejected", change.actor, change.time_ms)
+    ctx.out.save_lesson(lesson)
