@@ -24,10 +24,12 @@ from reflex_actions.catalog.steward import acting_as, resolve_incident
 from reflex_actions.cli.output import print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.errors import ReflexError
+from reflex_actions.handlers.lesson_store import load_lesson
 from reflex_actions.handlers.ownership import SUSPENDED
+from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.snapshots import FORMATS_BY_SUFFIX
 from reflex_actions.times import now_ms
-from reflex_actions.vocabulary import property_urn
+from reflex_actions.vocabulary import LIFECYCLE, VERSION, display_name, property_urn
 
 
 @click.command("init")
@@ -272,3 +274,82 @@ def demo_command(workdir: Path, scenario: str | None) -> None:
         shutil.rmtree(workdir)  # an earlier demo's folder: start afresh
     selected = None if scenario is None else [scenario]
     sys.exit(0 if run_demo(workdir, click.echo, scenarios=selected) else 1)
+
+
+#: The states in which a lesson has a version in force: published, or published with a new
+#: version waiting for approval (the approved one runs until then).
+IN_FORCE_STATES = (LessonState.PUBLISHED, LessonState.PENDING_APPROVAL)
+GLOSSARY_TERM_PREFIX = "urn:li:glossaryTerm:"
+
+
+def known_lesson(catalog: Catalog, urn: str) -> Lesson:
+    """The lesson stored on the glossary term ``urn``, if it is one."""
+    if not urn.startswith(GLOSSARY_TERM_PREFIX):
+        raise StewardInputError(f"not a lesson (glossary term) urn: {excerpt(urn)}")
+    lesson = load_lesson(catalog, urn)
+    if lesson is None:
+        raise StewardInputError(f"no lesson {excerpt(urn)} in the store")
+    return lesson
+
+
+def in_force(lesson: Lesson) -> bool:
+    """Whether an approved version of the lesson runs (and so can be retired or changed)."""
+    return lesson.approved is not None and lesson.state in IN_FORCE_STATES
+
+
+def _written(urn: str, property_urn: str, value: str | int, actor: str, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {"urn": urn, "property": display_name(property_urn), "value": value, "actor": actor}
+        )
+    else:
+        click.echo(f"{display_name(property_urn)} = {value} on {urn} by {actor}")
+
+
+@steward.command("retire")
+@click.argument("lesson_urn")
+@click.option("--as", "actor", required=True, help="The steward (user name or urn).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@reports_bad_input
+@with_catalog(embedded_only=True)
+def retire_command(lesson_urn: str, actor: str, as_json: bool, catalog: Catalog) -> None:
+    """Retire a published lesson: the reflex.lifecycle RETIRED the DataHub UI writes; Reflex
+    then withdraws its assertions and coverage, and keeps its page and history."""
+    lesson = known_lesson(catalog, lesson_urn)
+    if not in_force(lesson):
+        hint = "" if lesson.approved else ": it was never published, reject it instead"
+        raise StewardInputError(f"lesson {lesson_urn} is {lesson.state.value}, not published{hint}")
+    catalog.set_structured_properties(lesson_urn, {LIFECYCLE: ["RETIRED"]}, _user(actor))
+    _written(lesson_urn, LIFECYCLE, "RETIRED", _user(actor), as_json)
+
+
+@steward.command("rollback")
+@click.argument("lesson_urn")
+@click.option("--to", "number", type=int, required=True, help="The approved version's number.")
+@click.option("--as", "actor", required=True, help="The steward (user name or urn).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@reports_bad_input
+@with_catalog(embedded_only=True)
+def rollback_command(
+    lesson_urn: str, number: int, actor: str, as_json: bool, catalog: Catalog
+) -> None:
+    """Roll a lesson back to an earlier approved version: the reflex.version the DataHub UI
+    writes; Reflex drafts that version anew and asks for approval before it runs again."""
+    lesson = known_lesson(catalog, lesson_urn)
+    approved = lesson.approved
+    if approved is None:
+        raise StewardInputError(f"lesson {lesson_urn} has no approved version to roll back to")
+    if lesson.state is LessonState.PENDING_APPROVAL:
+        raise StewardInputError(
+            f"version {len(lesson.versions) + 1} of {lesson_urn} is waiting for approval: "
+            "approve or reject it before rolling back"
+        )
+    if not 1 <= number <= len(lesson.versions):
+        raise StewardInputError(
+            f"lesson {lesson_urn} has no approved version {excerpt(number)}: choose 1 to "
+            f"{len(lesson.versions)}"
+        )
+    if number == approved.number and lesson.state is LessonState.PUBLISHED:
+        raise StewardInputError(f"version {number} of {lesson_urn} is already in force")
+    catalog.set_structured_properties(lesson_urn, {VERSION: [number]}, _user(actor))
+    _written(lesson_urn, VERSION, number, _user(actor), as_json)
