@@ -10,6 +10,8 @@ from typing import Any
 #: loading any kind (``control compile``) start an engine.
 _DEFINED_IN = {
     "backtest": "reflex_actions.backtest.engine",
+    "backtest_on_engines": "reflex_actions.backtest.merge",
+    "merge_reports": "reflex_actions.backtest.merge",
     "History": "reflex_actions.backtest.history",
     "load_history": "reflex_actions.backtest.history",
     "BacktestReport": "reflex_actions.backtest.metrics",

@@ -258,7 +258,7 @@ def _backtest_history(
     applicable = any(outcome.evaluable for outcome in outcomes)
     reason = None
     if not points:
-        reason = f"no snapshots in {history.shown}"
+        reason = history.unreadable or f"no snapshots in {history.shown}"
     elif not applicable:
         reason = "no snapshot could be evaluated: " + next(iter(unusable.values()))
     dataset = DatasetBacktest(

@@ -139,6 +139,9 @@ class History:
     table: str | None = None
     #: a table history's points in history order (partition order, commit order)
     table_points: tuple[HistoryPoint, ...] = ()
+    #: why a table's points could not be listed (its engine unreachable, the table missing):
+    #: the history then has none, and its backtest says why it judged nothing
+    unreadable: str | None = None
 
     @property
     def points(self) -> tuple[HistoryPoint, ...]:
@@ -309,6 +312,14 @@ def partition_values(
     )
     rows = engine.fetch(*render(query, relation, engine.dialect))
     return [str(value) for (value,) in rows]
+
+
+def unreadable_history(dataset: str, shown: str, reason: str) -> History:
+    """The history of a table whose points cannot be listed: none, and ``reason`` why (its
+    dataset is then not evaluable, beside the others a backtest judges)."""
+    return History(
+        dataset=dataset, folder=None, snapshots=(), labels={}, table=shown, unreadable=reason
+    )
 
 
 def iceberg_history(

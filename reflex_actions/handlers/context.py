@@ -14,11 +14,19 @@ from datahub.metadata.schema_classes import (
     OwnershipClass,
 )
 
-from reflex_actions.backtest.history import History, HistoryError, load_history
+from reflex_actions.backtest.history import (
+    LABELS_FILE,
+    History,
+    HistoryError,
+    load_history,
+    partition_history,
+    unreadable_history,
+)
 from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.config import ReflexConfig
 from reflex_actions.engines import open_engine
 from reflex_actions.engines.base import Engine, TableTarget
+from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.directives import Outbox, apply
 from reflex_actions.handlers.lesson_store import load_lesson
@@ -94,6 +102,49 @@ class HandlerContext:
         except HistoryError as error:
             logger.warning("ignoring the history of %s: %s", dataset_urn, error)
             return None
+
+    def backtest_history(self, dataset_urn: str) -> tuple[History, Engine | None] | None:
+        """The history a backtest judges the dataset on, and the engine reading its points
+        (None: the embedded DuckDB, for a folder's files).
+
+        A history folder holding snapshot files wins: it is the history laid out for this
+        dataset, the one drafting and landing read too. Otherwise, on a platform with an
+        engine and with ``histories.partition_column`` set, it is the partitions of the
+        dataset's table (:meth:`table_history`); otherwise the folder as it is (None without
+        one)."""
+        folder = self.history_for(dataset_urn)
+        if folder is not None and folder.snapshots:
+            return folder, None
+        on_table = self.table_history(dataset_urn)
+        if on_table is not None:
+            return on_table
+        return (folder, None) if folder is not None else None
+
+    def table_history(self, dataset_urn: str) -> tuple[History, Engine | None] | None:
+        """The partitions of the dataset's table (one point per value of
+        ``histories.partition_column``), listed on its platform's engine, and that engine;
+        labelled by the ``labels.yaml`` of the dataset's history folder, when it has one (the
+        folder then holds its labels alone). None without a partition column or an engine. A
+        table that cannot be listed (its engine unreachable, the table or column missing)
+        gives a history with no points saying why: that dataset is not evaluable, never an
+        error stopping the others."""
+        column = self.config.histories.partition_column
+        if column is None:
+            return None
+        name = display_name(dataset_urn)
+        folder = self.history_folder(dataset_urn)
+        labels = folder / LABELS_FILE if folder is not None else None
+        try:
+            on_table = self.table_of(dataset_urn)
+            if on_table is None:
+                return None
+            engine, table = on_table
+            labelled = labels if labels is not None and labels.is_file() else None
+            return partition_history(engine, table, column, dataset=name, labels=labelled), engine
+        except ReflexError as error:
+            logger.warning("the table history of %s cannot be read: %s", dataset_urn, error)
+            reason = f"not evaluable: its table's partitions cannot be listed: {error}"
+            return unreadable_history(name, f"{name} partitioned by {column}", reason), None
 
     def estate_history(self, folder: str) -> History | None:
         """An estate-wide history (one folder under the histories root for all datasets, e.g.
