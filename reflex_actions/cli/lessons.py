@@ -44,9 +44,9 @@ def _one_line(text: str) -> str:
 
 
 def scope_size(catalog: Catalog, lesson: Lesson) -> int:
-    """Where its control runs once published; before that, the scope a steward would approve
-    (``reflex.scope``)."""
-    if lesson.state is LessonState.PUBLISHED:
+    """Where its control runs once published (none once retired); before that, the scope a
+    steward would approve (``reflex.scope``)."""
+    if lesson.approved is not None and lesson.revision is None:
         return len(lesson.published_scope)
     return len(structured_values(catalog, lesson.urn, SCOPE))
 
@@ -69,9 +69,17 @@ def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
         "title": _title(catalog.get_aspect(urn, GlossaryTermInfoClass)),
         "state": lesson.state.value,
         "pattern": lesson.failure_pattern,
+        "version": lesson.approved.number if lesson.approved else None,
+        "draft": len(lesson.versions) + 1 if lesson.revision else None,
         "scope_size": scope_size(catalog, lesson),
         "recurrences": len(lesson.recurrences),
     }
+
+
+def _version_text(entry: dict[str, Any]) -> str:
+    """``v2``, ``v2+3`` while version 3 waits for approval, ``-`` before any approval."""
+    text = f"v{entry['version']}" if entry["version"] else "-"
+    return text + (f"+{entry['draft']}" if entry["draft"] else "")
 
 
 #: Width of the state column: the longest state, PENDING_APPROVAL.
@@ -79,7 +87,8 @@ STATE_WIDTH = max(len(state.value) for state in LessonState)
 
 
 def listing_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """The entries as aligned lines: state, pattern, scope size, recurrences, urn, title."""
+    """The entries as aligned lines: state, pattern, version, scope size, recurrences, urn,
+    title."""
     readable = [e for e in entries if "error" not in e]
     pattern_width = max((len(_one_line(e["pattern"])) for e in readable), default=0)
     lines = []
@@ -91,7 +100,8 @@ def listing_lines(entries: list[dict[str, Any]]) -> list[str]:
             continue
         lines.append(
             f"{entry['state']:<{STATE_WIDTH}}  {_one_line(entry['pattern']):<{pattern_width}}  "
-            f"scope {entry['scope_size']:<3} recurrences {entry['recurrences']:<3} "
+            f"{_version_text(entry):<5} scope {entry['scope_size']:<3} "
+            f"recurrences {entry['recurrences']:<3} "
             f"{entry['urn']}  {_one_line(entry['title'])}"
         )
     return lines
@@ -99,7 +109,7 @@ def listing_lines(entries: list[dict[str, Any]]) -> list[str]:
 
 @click.group("lessons", cls=ListOrShow)
 def lessons() -> None:
-    """List the lessons in the store (state, pattern, scope size, recurrences), or show one.
+    """List the lessons in the store (state, pattern, version, scope, recurrences), or show one.
 
     `lessons [--json]` lists them (the same as `lessons list`); `lessons show URN [--json]`
     prints one lesson's page as its glossary term page in DataHub shows it.

@@ -43,7 +43,7 @@ COMMANDS = {
     ),
     "lessons": LazyCommand(
         "reflex_actions.cli.lessons:lessons",
-        "List the lessons in the store (state, pattern, scope size, recurrences), or show one.",
+        "List the lessons in the store (state, pattern, version, scope, recurrences), or show one.",
     ),
     "demo": LazyCommand(
         "reflex_actions.cli.catalog:demo_command",

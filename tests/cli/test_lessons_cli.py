@@ -55,6 +55,8 @@ def test_a_drafted_lesson_is_listed_proposed_with_no_scope(drafted: Demo) -> Non
         "title": entry["title"],
         "state": "PROPOSED",
         "pattern": DUPLICATE_ROWS,
+        "version": None,
+        "draft": None,
         "scope_size": 0,
         "recurrences": 0,
     }
@@ -83,13 +85,13 @@ def test_a_published_lesson_counts_its_published_scope_and_recurrences(published
 
     entry = listed(published)[PAYMENTS_LESSON]
 
-    assert entry["state"] == "PUBLISHED"
+    assert (entry["state"], entry["version"], entry["draft"]) == ("PUBLISHED", 1, None)
     assert entry["scope_size"] == len(lesson.published_scope)
     assert entry["recurrences"] == 1
     code, output = run(published, "lessons")
     assert code == 0
     (line,) = [line for line in output.splitlines() if PAYMENTS_LESSON in line]
-    assert line.split()[:2] == ["PUBLISHED", DUPLICATE_ROWS]
+    assert line.split()[:3] == ["PUBLISHED", DUPLICATE_ROWS, "v1"]
     assert f"scope {len(lesson.published_scope)}" in line and "recurrences 1" in line
 
 
@@ -178,3 +180,18 @@ def test_an_empty_store_lists_no_lessons(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "no lessons" in result.output
     result = CliRunner().invoke(cli, ["lessons", "--json", "--store", str(tmp_path / "x.db")])
     assert json.loads(result.output) == []
+
+
+def test_a_draft_waiting_beside_the_version_in_force_is_listed(published: Demo) -> None:
+    narrowed = published.lesson(PAYMENTS_INCIDENT).published_scope[:2]
+    published.catalog.set_structured_properties(PAYMENTS_LESSON, {SCOPE: narrowed}, STEWARD)
+    published.react()
+
+    entry = listed(published)[PAYMENTS_LESSON]
+
+    assert (entry["state"], entry["version"], entry["draft"]) == ("PENDING_APPROVAL", 1, 2)
+    assert entry["scope_size"] == len(narrowed)
+    code, output = run(published, "lessons")
+    assert code == 0
+    (line,) = [line for line in output.splitlines() if PAYMENTS_LESSON in line]
+    assert line.split()[2] == "v1+2"
