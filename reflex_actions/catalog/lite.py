@@ -173,6 +173,21 @@ class LiteCatalog(Catalog):
         # Lite keeps timeseries aspects like versioned ones: version 0 is the latest written.
         return self.get_aspect(urn, aspect_class)
 
+    def recent_timeseries(self, urn: str, aspect_class: type[AspectT], limit: int) -> list[AspectT]:
+        """The last ``limit`` values written of a timeseries aspect, newest first (e.g. an
+        assertion's recent runs for the static site). Lite keeps every write as a version."""
+        rows = self._db.execute(
+            "SELECT metadata FROM metadata_aspect_v2 WHERE urn = ? AND aspect_name = ?"
+            " AND version > 0 ORDER BY version DESC LIMIT ?",
+            [urn, aspect_class.ASPECT_NAME, limit],
+        ).fetchall()
+        try:
+            return [aspect_class.from_obj(post_json_transform(json.loads(m))) for (m,) in rows]
+        except Exception as error:  # a hand-edited or truncated row: name it, do not crash
+            raise CatalogError(
+                f"malformed {aspect_class.ASPECT_NAME} aspect on {urn} in {self.path}: {error}"
+            ) from None
+
     def dataset(self, urn: str) -> DatasetContext | None:
         if not urn.startswith("urn:li:dataset:"):
             return None
