@@ -320,3 +320,26 @@ def test_file_names_never_lead_out_of_the_folder() -> None:
     ]:
         name = file_name(urn)
         assert "/" not in name and not name.startswith(".") and name.endswith(".yaml")
+
+
+def test_a_lesson_with_a_draft_waiting_exports_its_version_in_force_and_takes_no_other(
+    published: Demo, tmp_path: Path
+) -> None:
+    store = store_of(published.workdir)
+    published.steward_sets(
+        PAYMENTS_LESSON,
+        CONTROL_SPEC,
+        "{type: uniqueness, field: transaction_id, max_duplicate_count: 9}",
+    )  # version 2 drafted, waiting for approval
+    folder = tmp_path / "lessons"
+
+    export(store, folder)
+
+    data = yaml.safe_load((folder / PAYMENTS_FILE).read_text())
+    assert data["control"] == {"type": "uniqueness", "field": "transaction_id"}
+    assert (data["version"], data["state"]) == (1, "PENDING_APPROVAL")
+    edit(folder / PAYMENTS_FILE, control=LOOSER)
+    before = all_rows(store)
+    code, output = propose(store, folder)
+    assert code == 2 and "version 2 is waiting for approval" in output
+    assert all_rows(store) == before
