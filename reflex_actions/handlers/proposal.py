@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from reflex_actions.backtest import backtest
 from reflex_actions.backtest.history import History
+from reflex_actions.backtest.merge import backtest_on_engines
 from reflex_actions.controls import Control, parse_control_spec
+from reflex_actions.engines.base import Engine
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import control_yaml
@@ -86,16 +87,18 @@ def _backtest_section(
     history, or, for a kind whose backtest runs on one estate-wide history (ownership
     snapshots), on that: the report's section, and its summary (None with no history)."""
     histories: dict[str, History] = {}  # dataset urn (or "" for the estate-wide one) -> history
+    read_on: dict[str, Engine | None] = {}  # dataset urn -> the engine reading its history
     controls: dict[str, Control] = {}
     without_history: list[str] = []
     kind = kind_for_pattern(lesson.failure_pattern)
     if kind.estate_history is None:
         backtested = [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]
         for urn in dict.fromkeys([*backtested, *scope]):
-            history = ctx.history_for(urn)
-            if history is None:
+            found = ctx.backtest_history(urn)
+            if found is None:
                 without_history.append(urn)
                 continue
+            history, read_on[urn] = found
             if urn == lesson.source_dataset and lesson.dated_failures:
                 history = history.with_failures(lesson.dated_failures, lesson.incident)
             histories[urn] = history
@@ -107,9 +110,9 @@ def _backtest_section(
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on.", None
     target = control.referenced()
     parent = ctx.history_for(target.dataset) if target else None
-    report = backtest(
+    report = backtest_on_engines(
         control,
-        list(histories.values()),
+        [(history, read_on.get(urn)) for urn, history in histories.items()],
         sample_size=ctx.config.backtest.sample_size,
         memory_limit=ctx.config.backtest.memory_limit,
         controls_by_dataset=controls,
