@@ -50,6 +50,10 @@ COMMANDS = {
         "Run the whole loop on the embedded store, every scenario or the one named; exit 0 if "
         "each closes its loop (incident A -> control -> incident B on another dataset).",
     ),
+    "status": LazyCommand(
+        "reflex_actions.cli.status:status_command",
+        "Show how many events the pipeline has still to deliver; exit 1 unless caught up.",
+    ),
     "evaluate": LazyCommand(
         "reflex_actions.cli.evaluate:evaluate_command",
         "Judge the scheduled controls (stale data) that are due; exit 1 if any failed.",
