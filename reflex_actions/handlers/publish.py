@@ -30,6 +30,22 @@ from reflex_actions.vocabulary import (
 
 logger = logging.getLogger(__name__)
 
+#: Most datasets one version may be published on: each is an assertion, a coverage write and a
+#: backtested history, and a decision must finish well inside the consumer's poll interval.
+MAX_SCOPE = 1000
+
+
+def scope_refusal(scope: list[str]) -> str | None:
+    """Why a scope cannot be published, or None when it can."""
+    if not scope:
+        return "reflex.scope is empty: there is nothing to publish"
+    if len(scope) > MAX_SCOPE:
+        return (
+            f"reflex.scope names {len(scope)} datasets; one version is published on at most "
+            f"{MAX_SCOPE}"
+        )
+    return None
+
 
 def control_for(
     lesson: Lesson, dataset: DatasetContext, source: DatasetContext | None, ctx: HandlerContext
@@ -77,8 +93,8 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
             "reflex.controlSpec was changed after the backtest: the approval must be on the "
             "control that was backtested (confirm the new control to backtest it)"
         )
-    if not scope:
-        return "reflex.scope is empty: there is nothing to publish"
+    if refusal := scope_refusal(scope):
+        return refusal
     earlier = _rolled_back(lesson)
     if earlier is not None and set(scope) != set(earlier.scope):
         return (

@@ -21,7 +21,7 @@ from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
-from reflex_actions.handlers.publish import event_control, withdraw
+from reflex_actions.handlers.publish import event_control, scope_refusal, withdraw
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import Lesson, LessonState, Revision
 from reflex_actions.lessons.validation import parse_steward_control
@@ -121,8 +121,8 @@ def draft_values(lesson: Lesson) -> PropertyValues:
 def on_version_edit(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
     """Draft the edited control and scope as the next version, validated and backtested."""
     scope = _scope_of(change)
-    if not scope:
-        return "reflex.scope is empty: a version needs at least one dataset"
+    if refusal := scope_refusal(scope):
+        return refusal
     source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     try:
         control = parse_steward_control(

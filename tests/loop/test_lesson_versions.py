@@ -262,3 +262,22 @@ def test_replaying_the_log_after_versions_and_retirement_changes_nothing(
     replay_from_start(published)
 
     assert all_rows(store) == before
+
+
+def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None:
+    store = store_of(published.workdir)
+    first = stored_lesson(store, PAYMENTS_LESSON)
+    huge = [
+        f"urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.t{i},PROD)" for i in range(1001)
+    ]
+
+    published.catalog.set_structured_properties(PAYMENTS_LESSON, {SCOPE: huge}, STEWARD)
+    published.react()
+
+    lesson = stored_lesson(store, PAYMENTS_LESSON)
+    assert lesson.state is LessonState.PUBLISHED and lesson.revision is None
+    assert "at most 1000" in lesson.decisions[-1].detail
+    assert first.approved is not None
+    assert sorted(map(str, property_values(store, PAYMENTS_LESSON, SCOPE))) == sorted(
+        first.approved.scope
+    )
