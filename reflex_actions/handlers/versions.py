@@ -14,6 +14,7 @@ replay of the log), so it changes nothing.
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from reflex_actions.controls import control_spec, dump_control_line, parse_control_spec
 from reflex_actions.errors import ControlSpecError
@@ -39,11 +40,28 @@ logger = logging.getLogger(__name__)
 PropertyValues = dict[str, list[str | float]]
 
 
-def _steward_event(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
+def _steward_event(
+    lesson: Lesson, change: AspectChange, ctx: HandlerContext, rollback: bool = False
+) -> bool:
     """Whether the event is a person's edit made after the lesson's latest decision (a
-    redelivered one was decided already): Reflex's own writes (a version number, a pre-filled
-    scope) decide nothing."""
-    return not ctx.is_own(change.actor) and change.time_ms > lesson.judged_at
+    redelivered one was decided already, unless it drafted a version, an edit or a
+    ``rollback``, whose approval was never opened: a crash came between them, and drafting
+    again finishes it). Reflex's own writes (a version number, a pre-filled scope) decide
+    nothing."""
+    if ctx.is_own(change.actor):
+        return False
+    return change.time_ms > lesson.judged_at or _unfinished_draft(lesson, change, rollback)
+
+
+def _unfinished_draft(lesson: Lesson, change: AspectChange, rollback: bool) -> bool:
+    revision = lesson.revision
+    return (
+        lesson.state is LessonState.PENDING_APPROVAL
+        and revision is not None
+        and (revision.rollback_of is not None) == rollback
+        and not lesson.approval_open
+        and change.time_ms == revision.at
+    )
 
 
 def _scope_of(change: AspectChange) -> list[str]:
@@ -72,7 +90,7 @@ def version_shown(lesson: Lesson) -> int:
 def rollback_asked(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
     values = change.property_values(VERSION)
     return (
-        _steward_event(lesson, change, ctx)
+        _steward_event(lesson, change, ctx, rollback=True)
         and bool(values)
         and values != change.property_values(VERSION, previous=True)
         and values != [version_shown(lesson)]
@@ -84,6 +102,8 @@ def edit_made(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool
     the control of the draft waiting for approval (a scope edit there is what approval takes)."""
     if lesson.approved is None or not _steward_event(lesson, change, ctx):
         return False
+    if _unfinished_draft(lesson, change, rollback=False):
+        return True
     if lesson.state is LessonState.PUBLISHED:
         return event_control(change) != lesson.approved.control or set(_scope_of(change)) != set(
             lesson.approved.scope
@@ -133,13 +153,12 @@ def on_version_edit(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -
         )
     except ControlSpecError as error:
         return f"the edited control is not valid: {error}"
-    resume = lesson.revision.resume if lesson.revision else "PUBLISHED"
     lesson.control = control_spec(control)
     lesson.revision = Revision(
         origin=f"edited by {change.actor}",
         requested_by=change.actor,
         at=change.time_ms,
-        resume=resume,
+        resume=_resume_state(lesson),
     )
     _draft(lesson, scope, change, ctx)
     return None
@@ -150,7 +169,9 @@ def on_rollback(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     number = _version_number(change.property_values(VERSION))
     if lesson.approved is None:
         return "no version of this lesson was approved yet: there is nothing to roll back to"
-    if lesson.state is LessonState.PENDING_APPROVAL:
+    if lesson.state is LessonState.PENDING_APPROVAL and not _unfinished_draft(
+        lesson, change, rollback=True
+    ):
         return (
             f"version {len(lesson.versions) + 1} is waiting for approval: approve or reject it "
             "before rolling back"
@@ -168,10 +189,17 @@ def on_rollback(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
         requested_by=change.actor,
         at=change.time_ms,
         rollback_of=number,
-        resume="RETIRED" if lesson.state is LessonState.RETIRED else "PUBLISHED",
+        resume=_resume_state(lesson),
     )
     _draft(lesson, earlier.scope, change, ctx)
     return None
+
+
+def _resume_state(lesson: Lesson) -> Literal["PUBLISHED", "RETIRED"]:
+    """Where a refused draft returns the lesson: where it was before the draft."""
+    if lesson.revision is not None:
+        return lesson.revision.resume
+    return "RETIRED" if lesson.state is LessonState.RETIRED else "PUBLISHED"
 
 
 def _draft(lesson: Lesson, scope: list[str], change: AspectChange, ctx: HandlerContext) -> None:

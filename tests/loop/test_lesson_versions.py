@@ -6,9 +6,13 @@ running; retirement stops runs and incidents; a rollback republishes an earlier 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from datahub.metadata.schema_classes import AssertionInfoClass, GlossaryTermInfoClass, StatusClass
 
+from reflex_actions.catalog.base import CatalogError
+from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.demo.run import INTRUDER, STEWARD, Demo
 from reflex_actions.handlers.assertions import CONTROL_PROPERTY, assertion_urn
 from reflex_actions.lessons.model import LessonState
@@ -281,3 +285,32 @@ def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None
     assert sorted(map(str, property_values(store, PAYMENTS_LESSON, SCOPE))) == sorted(
         first.approved.scope
     )
+
+
+def test_a_crash_before_the_drafts_pending_is_finished_on_redelivery(
+    published: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The draft is saved, then the store fails on Reflex's PENDING: the redelivered edit
+    drafts again and opens the approval, instead of leaving a draft nobody can approve."""
+    store = store_of(published.workdir)
+    write = LiteCatalog.set_structured_properties
+    failures: list[str] = []
+
+    def flaky(self: LiteCatalog, urn: str, values: Any, actor: str) -> None:
+        if not failures and values.get(APPROVAL) == ["PENDING"]:
+            failures.append(urn)
+            raise CatalogError("the store went away for a moment")
+        write(self, urn, values, actor)
+
+    monkeypatch.setattr(LiteCatalog, "set_structured_properties", flaky)
+    published.config["options"]["retry_count"] = 1  # the pipeline redelivers a failed event
+    published.steward_sets(PAYMENTS_LESSON, CONTROL_SPEC, LOOSER)
+
+    assert failures, "Reflex's PENDING was never attempted"
+    lesson = stored_lesson(store, PAYMENTS_LESSON)
+    assert lesson.state is LessonState.PENDING_APPROVAL and lesson.approval_open
+    assert property_values(store, PAYMENTS_LESSON, APPROVAL) == ["PENDING"]
+    assert [d.decision for d in lesson.decisions].count("version 2 drafted") == 1
+
+    published.steward_sets(PAYMENTS_LESSON, APPROVAL, "APPROVED")
+    assert "max_duplicate_count: 5" in _running_control(published, LEDGER)
