@@ -118,8 +118,12 @@ def _incidents(catalog: LiteCatalog, lessons: list[Lesson], dataset: str) -> lis
 
 
 def read_datasets(catalog: LiteCatalog, lessons: list[Lesson]) -> list[DatasetRecord]:
-    """Each dataset a lesson was published on: its coverage, controls and incidents B."""
-    urns = sorted({urn for lesson in lessons for urn in lesson.published_scope})
+    """Each dataset a lesson was published on or raised an incident B on (a retired lesson's
+    recurrences stay on record): its coverage, controls and incidents B."""
+    urns = sorted(
+        {urn for lesson in lessons for urn in lesson.published_scope}
+        | {recurrence.dataset for lesson in lessons for recurrence in lesson.recurrences}
+    )
     records = []
     for urn in urns:
         controls = [

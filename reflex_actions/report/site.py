@@ -283,7 +283,7 @@ def render_dataset_page(record: DatasetRecord, titles: dict[str, str]) -> str:
         parts.append("<p>No control runs on it.</p>")
     incident_rows = [
         [
-            html.escape(incident.title or incident.urn),
+            f"{html.escape(incident.title)}<br><code>{html.escape(incident.urn)}</code>",
             html.escape(incident.state),
             html.escape(incident.snapshot),
             html.escape(iso(incident.at) or ""),

@@ -20,8 +20,15 @@ from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.cli.output import EXIT_BAD_INPUT
 from reflex_actions.cli.site import site_command
+from reflex_actions.demo.history import PAYMENTS_INCIDENT
 from reflex_actions.demo.metadata import incidents
-from reflex_actions.handlers.lesson_store import LESSON_PROPERTY, lesson_urn_for
+from reflex_actions.handlers.lesson_store import (
+    LESSON_PROPERTY,
+    lesson_urn_for,
+    load_lesson,
+    save_lesson,
+)
+from reflex_actions.lessons.model import LessonState
 from reflex_actions.report.site import (
     INDEX,
     dataset_path,
@@ -35,6 +42,7 @@ from tests.stages import FullLoop
 #: one lesson per incident A the demo resolves
 DEMO_LESSONS = [lesson_urn_for(str(mcp.entityUrn)) for mcp in incidents()]
 BROKEN = "urn:li:glossaryTerm:reflex.lesson.broken"
+PAYMENTS_LESSON = lesson_urn_for(PAYMENTS_INCIDENT)
 
 
 def store_copy(full_loop: FullLoop, tmp_path: Path) -> Path:
@@ -103,6 +111,25 @@ def test_an_unreadable_lesson_is_listed_with_its_error_and_the_others_are_writte
     assert not (tmp_path / "site" / lesson_path(BROKEN)).exists()
     code, output = run_site(store, tmp_path / "again")
     assert code == 0 and f"unreadable lesson {BROKEN}: the lesson stored" in output
+
+
+def test_a_retired_lessons_incidents_stay_on_their_datasets_pages(
+    full_loop: FullLoop, tmp_path: Path
+) -> None:
+    """Retiring a lesson empties its published scope; the incidents B it raised are still
+    shown on the datasets they were raised on."""
+    store = store_copy(full_loop, tmp_path)
+    catalog = LiteCatalog(store)
+    lesson = load_lesson(catalog, PAYMENTS_LESSON)
+    assert lesson is not None and lesson.recurrences
+    retired = lesson.model_copy(update={"state": LessonState.RETIRED, "published_scope": []})
+    save_lesson(catalog, retired, "urn:li:corpuser:datahub-reflex")
+    catalog.close()
+    code, output = run_site(store, tmp_path / "site")
+    assert code == 0, output
+    for recurrence in lesson.recurrences:
+        page = (tmp_path / "site" / dataset_path(recurrence.dataset)).read_text()
+        assert recurrence.incident in page
 
 
 def test_a_site_folder_that_is_a_file_is_bad_input(full_loop: FullLoop, tmp_path: Path) -> None:

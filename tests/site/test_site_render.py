@@ -160,7 +160,7 @@ def test_the_dataset_page_shows_its_lessons_controls_runs_and_incidents() -> Non
     assert "urn:li:glossaryTerm:not-on-the-site" in shown  # named, with no page to link
     assert 'SELECT COUNT(*) FROM t WHERE "a" < 1' in shown
     assert "2026-09-21T14:13:20Z FAILURE 512 3" in shown
-    assert "Recurrence on finance.payments ACTIVE 2026-10-01" in shown
+    assert "Recurrence on finance.payments urn:li:incident:reflex-1 ACTIVE 2026-10-01" in shown
     lesson_page = Markup(pages[lesson_path(LESSON)])
     assert f"../{dataset_path(PAYMENTS)}" in lesson_page.hrefs()
     assert f"../{INDEX}" in lesson_page.hrefs()
