@@ -41,6 +41,7 @@ from reflex_actions.cli.store import with_catalog
 from reflex_actions.controls import control_spec, dump_control_line, parse_control_spec
 from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.lesson_store import LESSON_PREFIX, load_lesson
+from reflex_actions.handlers.publish import MAX_SCOPE
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.times import iso
@@ -54,8 +55,6 @@ MAX_FILE_DEPTH = 8
 MAX_FILES = 10_000
 #: Longest urn accepted in a file (DataHub's own limit on a key is far lower in practice).
 MAX_URN_CHARS = 1000
-#: Most datasets in one file's scope.
-MAX_SCOPE = 10_000
 #: Most problems listed in one refusal.
 MAX_PROBLEMS = 10
 SUFFIX = ".yaml"
@@ -93,6 +92,7 @@ class LessonFile(BaseModel):
     kind: str = ""
     root_cause: str = ""
     control: dict[str, Any]
+    #: at most what one version may be published on
     scope: list[Urn] = Field(max_length=MAX_SCOPE)
     version: int = Field(ge=1)
     approved_by: str | None = None
