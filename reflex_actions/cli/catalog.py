@@ -68,7 +68,7 @@ def steward() -> None:
     """Act as a steward on the embedded store (what the DataHub UI does on a server)."""
 
 
-def _user(value: str) -> str:
+def steward_urn(value: str) -> str:
     return value if value.startswith("urn:li:") else f"urn:li:corpuser:{value}"
 
 
@@ -80,8 +80,8 @@ def _user(value: str) -> str:
 @with_catalog(embedded_only=True)
 def resolve_incident_command(incident_urn: str, note: str, actor: str, catalog: Catalog) -> None:
     """Resolve an incident with a note."""
-    resolve_incident(catalog, incident_urn, note, _user(actor))
-    click.echo(f"{incident_urn} resolved by {_user(actor)}")
+    resolve_incident(catalog, incident_urn, note, steward_urn(actor))
+    click.echo(f"{incident_urn} resolved by {steward_urn(actor)}")
 
 
 @steward.command("set-property")
@@ -96,8 +96,8 @@ def set_property_command(
 ) -> None:
     """Set a structured property (e.g. reflex.rootCauseStatus CONFIRMED) on an entity."""
     urn = property_name if property_name.startswith("urn:li:") else property_urn(property_name)
-    catalog.set_structured_properties(entity_urn, {urn: list(values)}, _user(actor))
-    click.echo(f"{urn} = {list(values)} on {entity_urn} by {_user(actor)}")
+    catalog.set_structured_properties(entity_urn, {urn: list(values)}, steward_urn(actor))
+    click.echo(f"{urn} = {list(values)} on {entity_urn} by {steward_urn(actor)}")
 
 
 class StewardInputError(ReflexError):
@@ -112,7 +112,7 @@ MAX_PARTITION_CHARS = 200
 USER_PREFIX = "urn:li:corpuser:"
 
 
-def _known_dataset(catalog: Catalog, urn: str) -> str:
+def known_dataset(catalog: Catalog, urn: str) -> str:
     """``urn``, if it is a dataset urn the store knows."""
     try:
         DatasetUrn.from_string(urn)
@@ -184,18 +184,20 @@ def land_command(
     landed = (
         _landed_snapshot(snapshot) if snapshot is not None else _landed_partition(str(partition))
     )
-    mcp = landed_operation(_known_dataset(catalog, dataset_urn), landed, _user(actor), now_ms())
+    mcp = landed_operation(
+        known_dataset(catalog, dataset_urn), landed, steward_urn(actor), now_ms()
+    )
     catalog.emit([mcp])
     if as_json:
         print_json({"urn": dataset_urn, "aspect": mcp.aspectName, "value": mcp.aspect.to_obj()})
     else:
-        click.echo(f"{mcp.aspectName} INSERT of {landed} on {dataset_urn} by {_user(actor)}")
+        click.echo(f"{mcp.aspectName} INSERT of {landed} on {dataset_urn} by {steward_urn(actor)}")
 
 
 def _known_user(catalog: Catalog, name: str) -> str:
     """The user's urn, if the store knows the user: a profile, a status, or a dataset owned
     (a user ingested only as an owner has no profile)."""
-    urn = _user(name)
+    urn = steward_urn(name)
     if not urn.startswith(USER_PREFIX) or urn == USER_PREFIX:
         raise StewardInputError(f"not a user urn: {excerpt(name)}")
     known = (
@@ -221,9 +223,9 @@ def suspend_user_command(user: str, actor: str, as_json: bool, catalog: Catalog)
     already = catalog.user_status(urn) == SUSPENDED
     if not already:  # a repeat is no departure: nothing to write, nothing for Reflex to check
         status = CorpUserStatusClass(
-            status=SUSPENDED, lastModified=AuditStampClass(time=now_ms(), actor=_user(actor))
+            status=SUSPENDED, lastModified=AuditStampClass(time=now_ms(), actor=steward_urn(actor))
         )
-        catalog.emit([acting_as(_user(actor), urn, status)])
+        catalog.emit([acting_as(steward_urn(actor), urn, status)])
     if as_json:
         print_json({"urn": urn, "status": SUSPENDED, "changed": not already})
     else:
@@ -319,8 +321,8 @@ def retire_command(lesson_urn: str, actor: str, as_json: bool, catalog: Catalog)
     if not in_force(lesson):
         hint = "" if lesson.approved else ": it was never published, reject it instead"
         raise StewardInputError(f"lesson {lesson_urn} is {lesson.state.value}, not published{hint}")
-    catalog.set_structured_properties(lesson_urn, {LIFECYCLE: ["RETIRED"]}, _user(actor))
-    _written(lesson_urn, LIFECYCLE, "RETIRED", _user(actor), as_json)
+    catalog.set_structured_properties(lesson_urn, {LIFECYCLE: ["RETIRED"]}, steward_urn(actor))
+    _written(lesson_urn, LIFECYCLE, "RETIRED", steward_urn(actor), as_json)
 
 
 @steward.command("rollback")
@@ -351,5 +353,5 @@ def rollback_command(
         )
     if number == approved.number and lesson.state is LessonState.PUBLISHED:
         raise StewardInputError(f"version {number} of {lesson_urn} is already in force")
-    catalog.set_structured_properties(lesson_urn, {VERSION: [number]}, _user(actor))
-    _written(lesson_urn, VERSION, number, _user(actor), as_json)
+    catalog.set_structured_properties(lesson_urn, {VERSION: [number]}, steward_urn(actor))
+    _written(lesson_urn, VERSION, number, steward_urn(actor), as_json)

@@ -30,10 +30,10 @@ from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml,
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.cli.catalog import (
     StewardInputError,
-    _known_dataset,
-    _user,
     in_force,
+    known_dataset,
     known_lesson,
+    steward_urn,
 )
 from reflex_actions.cli.lessons import TITLE_PREFIX, terminal_text
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, print_json, reports_bad_input
@@ -374,7 +374,7 @@ def _proposal(catalog: Catalog, lesson: Lesson, file: LessonFile) -> PropertyVal
     """The structured properties a steward's edit of this lesson writes, validated as Reflex
     will validate them."""
     for urn in file.scope:
-        _known_dataset(catalog, urn)
+        known_dataset(catalog, urn)
     source = catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     line = dump_control_line(parse_control_spec(file.control))
     try:
@@ -415,12 +415,12 @@ def propose_command(folder: Path, actor: str, as_json: bool, catalog: Catalog) -
             shown.append(f"and {len(problems) - MAX_PROBLEMS} more")
         raise StewardInputError("nothing proposed; " + "; ".join(shown))
     for comparison, values in proposals:
-        catalog.set_structured_properties(comparison.lesson, values, _user(actor))
+        catalog.set_structured_properties(comparison.lesson, values, steward_urn(actor))
     if as_json:
         print_json(
             {
                 "proposed": [c.as_json() for c, _ in proposals],
-                "actor": _user(actor),
+                "actor": steward_urn(actor),
             }
         )
     elif not proposals:
@@ -429,6 +429,6 @@ def propose_command(folder: Path, actor: str, as_json: bool, catalog: Catalog) -
         for comparison, _ in proposals:
             click.echo("\n".join(comparison.lines()))
         click.echo(
-            f"{len(proposals)} lesson(s) proposed by {_user(actor)}: Reflex drafts and "
+            f"{len(proposals)} lesson(s) proposed by {steward_urn(actor)}: Reflex drafts and "
             "backtests each next version, which runs once an approver approves it"
         )

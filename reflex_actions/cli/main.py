@@ -50,6 +50,19 @@ COMMANDS = {
         "Run the whole loop on the embedded store, every scenario or the one named; exit 0 if "
         "each closes its loop (incident A -> control -> incident B on another dataset).",
     ),
+    "export": LazyCommand(
+        "reflex_actions.cli.controls_as_code:export_command",
+        "Write each published lesson as one reviewable YAML file in FOLDER (created if needed).",
+    ),
+    "diff": LazyCommand(
+        "reflex_actions.cli.controls_as_code:diff_command",
+        "Show how the lesson files in FOLDER differ from the store's published lessons; exit 1 "
+        "if they differ, 0 if not.",
+    ),
+    "propose": LazyCommand(
+        "reflex_actions.cli.controls_as_code:propose_command",
+        "Propose each changed lesson file in FOLDER as its lesson's next version.",
+    ),
     "status": LazyCommand(
         "reflex_actions.cli.status:status_command",
         "Show how many events the pipeline has still to deliver; exit 1 unless caught up.",
