@@ -159,7 +159,7 @@ def _backtest_cell(summary: BacktestSummary | None) -> str:
 
 
 def _decision_line(decision: Decision) -> str:
-    line = f"- {escape(decision.decision)} by {escape(decision.actor)} at {decision.at}"
+    line = f"- {escape(decision.decision)} by {escape(decision.actor)} at {iso(decision.at)}"
     return line + (f": {code(decision.detail)}" if decision.detail else "")
 
 
@@ -170,7 +170,7 @@ def _recurrence_line(recurrence: Recurrence) -> str:
     )
     resolved = recurrence.resolved
     if resolved:
-        line += f", resolved by {escape(resolved.by)} at {resolved.at}"
+        line += f", resolved by {escape(resolved.by)} at {iso(resolved.at)}"
         if resolved.note:
             line += f": {escape(resolved.note)}"
     return line
