@@ -40,16 +40,15 @@ logger = logging.getLogger(__name__)
 PropertyValues = dict[str, list[str | float]]
 
 
-def _steward_event(
-    lesson: Lesson, change: AspectChange, ctx: HandlerContext, rollback: bool = False
-) -> bool:
-    """Whether the event is a person's edit made after the lesson's latest decision (a
-    redelivered one was decided already, unless it drafted a version, an edit or a
-    ``rollback``, whose approval was never opened: a crash came between them, and drafting
-    again finishes it). Reflex's own writes (a version number, a pre-filled scope) decide
-    nothing."""
-    if ctx.is_own(change.actor):
-        return False
+def _new_event(lesson: Lesson, change: AspectChange, rollback: bool = False) -> bool:
+    """Whether the event came after the lesson's latest decision (a redelivered one was decided
+    already, unless it drafted a version, an edit or a ``rollback``, whose approval was never
+    opened: a crash came between them, and drafting again finishes it).
+
+    Reflex's own writes are judged like anyone's: those that put back or pre-fill what the
+    lesson holds change nothing and so decide nothing; any other is refused, with the reason
+    on the page (with metadata-service auth off, a steward's edit is recorded as DataHub's
+    system actor, and the refusal is how they learn why nothing happened)."""
     return change.time_ms > lesson.judged_at or _unfinished_draft(lesson, change, rollback)
 
 
@@ -77,7 +76,7 @@ def _version_number(values: list[str | float]) -> int | None:
 
 
 def retirement_asked(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
-    return _steward_event(lesson, change, ctx) and change.property_became(LIFECYCLE, "RETIRED")
+    return _new_event(lesson, change) and change.property_became(LIFECYCLE, "RETIRED")
 
 
 def version_shown(lesson: Lesson) -> int:
@@ -90,7 +89,7 @@ def version_shown(lesson: Lesson) -> int:
 def rollback_asked(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
     values = change.property_values(VERSION)
     return (
-        _steward_event(lesson, change, ctx, rollback=True)
+        _new_event(lesson, change, rollback=True)
         and bool(values)
         and values != change.property_values(VERSION, previous=True)
         and values != [version_shown(lesson)]
@@ -100,7 +99,7 @@ def rollback_asked(lesson: Lesson, change: AspectChange, ctx: HandlerContext) ->
 def edit_made(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
     """Whether the event edits the control or scope of the version in force (published), or
     the control of the draft waiting for approval (a scope edit there is what approval takes)."""
-    if lesson.approved is None or not _steward_event(lesson, change, ctx):
+    if lesson.approved is None or not _new_event(lesson, change):
         return False
     if _unfinished_draft(lesson, change, rollback=False):
         return True

@@ -314,3 +314,20 @@ def test_a_crash_before_the_drafts_pending_is_finished_on_redelivery(
 
     published.steward_sets(PAYMENTS_LESSON, APPROVAL, "APPROVED")
     assert "max_duplicate_count: 5" in _running_control(published, LEDGER)
+
+
+def test_an_edit_recorded_as_datahubs_system_actor_is_refused_on_the_page(
+    published: Demo,
+) -> None:
+    """With metadata-service auth off a steward's edit is recorded as __datahub_system, which
+    is Reflex's own actor: it decides nothing, and the page says why."""
+    store = store_of(published.workdir)
+    published.steward_sets(
+        PAYMENTS_LESSON, CONTROL_SPEC, LOOSER, actor="urn:li:corpuser:__datahub_system"
+    )
+
+    lesson = stored_lesson(store, PAYMENTS_LESSON)
+    assert lesson.state is LessonState.PUBLISHED and lesson.revision is None
+    assert lesson.decisions[-1].decision == "new version refused"
+    assert "Reflex's own writes" in lesson.decisions[-1].detail
+    assert "max_duplicate_count" not in str(property_values(store, PAYMENTS_LESSON, CONTROL_SPEC))
