@@ -63,6 +63,10 @@ COMMANDS = {
         "reflex_actions.cli.controls_as_code:propose_command",
         "Propose each changed lesson file in FOLDER as its lesson's next version.",
     ),
+    "site": LazyCommand(
+        "reflex_actions.cli.site:site_command",
+        "Write a static HTML view of the embedded store into DIRECTORY.",
+    ),
     "status": LazyCommand(
         "reflex_actions.cli.status:status_command",
         "Show how many events the pipeline has still to deliver; exit 1 unless caught up.",

@@ -37,6 +37,7 @@ from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.ingestion import landed_operation
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.cli.site import write_site
 from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
     HISTORIES,
@@ -498,6 +499,8 @@ def run_demo(
             results[scenario.outcome] = scenario.play(demo)
     say("\n== What the reflex action did, per route ==")
     say(demo.report.as_text())
+    site = write_site(demo.catalog, workdir / "site")
+    say(f"\n== Site ==\n  open {site['index']} in a browser")
     say("\n== Result ==")
     for scenario, closed in results.items():
         outcome = "incident A -> lesson -> control -> incident B on another dataset"

@@ -373,3 +373,9 @@ def test_a_recorded_schema_change_raises_incident_b_with_no_data_read(tmp_path: 
         assert latest(run.store, assertion, AssertionRunEventClass) == event
     finally:
         demo.catalog.close()
+
+
+def test_the_demo_prints_where_its_site_was_written(full_loop: FullLoop) -> None:
+    index = full_loop.workdir / "site" / "index.html"
+    assert f"  open {index} in a browser" in "\n".join(full_loop.lines)
+    assert index.is_file()
