@@ -140,15 +140,15 @@ class LiteCatalog(Catalog):
             f"WHERE urn = ? AND version = 0 AND aspect_name IN ({','.join('?' * len(names))})",
             [urn, *names],
         ).fetchall()
-        aspects: dict[str, _Aspect] = {}
-        for name, metadata in rows:
-            try:
-                aspects[name] = ASPECT_MAP[name].from_obj(post_json_transform(json.loads(metadata)))
-            except Exception as error:  # a hand-edited or truncated row: name it, do not crash
-                raise CatalogError(
-                    f"malformed {name} aspect on {urn} in {self.path}: {error}"
-                ) from None
-        return aspects
+        return {name: self._parsed(urn, name, metadata) for name, metadata in rows}
+
+    def _parsed(self, urn: str, name: str, metadata: str) -> _Aspect:
+        try:
+            return ASPECT_MAP[name].from_obj(post_json_transform(json.loads(metadata)))
+        except Exception as error:  # a hand-edited or truncated row: name it, do not crash
+            raise CatalogError(
+                f"malformed {name} aspect on {urn} in {self.path}: {error}"
+            ) from None
 
     def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         aspect = self._aspects(urn, [aspect_class.ASPECT_NAME]).get(aspect_class.ASPECT_NAME)
@@ -181,12 +181,8 @@ class LiteCatalog(Catalog):
             " AND version > 0 ORDER BY version DESC LIMIT ?",
             [urn, aspect_class.ASPECT_NAME, limit],
         ).fetchall()
-        try:
-            return [aspect_class.from_obj(post_json_transform(json.loads(m))) for (m,) in rows]
-        except Exception as error:  # a hand-edited or truncated row: name it, do not crash
-            raise CatalogError(
-                f"malformed {aspect_class.ASPECT_NAME} aspect on {urn} in {self.path}: {error}"
-            ) from None
+        name = aspect_class.ASPECT_NAME
+        return [a for (m,) in rows if isinstance(a := self._parsed(urn, name, m), aspect_class)]
 
     def dataset(self, urn: str) -> DatasetContext | None:
         if not urn.startswith("urn:li:dataset:"):
