@@ -95,7 +95,11 @@ class NotNullControl(FieldsControl):
         """Counts: every row, and those with a NULL. The sample, run only on failure, is the first
         rows with a NULL by key (then by which fields are NULL: a limit reads only those),
         each beside every checked field's NULL count (one more pass over the NULL rows, unless
-        one field is checked: its NULL count is the violation count)."""
+        one field is checked: its NULL count is the violation count).
+
+        One field checked, its NULL rows hold it NULL and its flag true in every row: the sample
+        sorts by the other key columns only (none: any rows are the same rows), so a server stops
+        at the limit instead of sorting every NULL row."""
         nulls = [column(name).is_(exp.null()) for name in self.checked_fields]
         any_null = exp.or_(*nulls)
         counts = rows_and_violations(any_null, relation)
@@ -108,11 +112,13 @@ class NotNullControl(FieldsControl):
             exp.select(*(value.copy().as_(name) for name, value in shown.items()))
             .from_(SNAPSHOT)
             .where(any_null.copy())
-            .order_by(*_first(shown.values()))
             .limit(sample_size)
         )
         if len(nulls) == 1:  # its NULL rows are the violations: the counts hold their number
-            return ControlQuery(counts=counts, sample=first, sample_counted=True)
+            varying = [column(name) for name in self.sample_key if name != self.checked_fields[0]]
+            sample = first.order_by(*_first(varying)) if varying else first
+            return ControlQuery(counts=counts, sample=sample, sample_counted=True)
+        first = first.order_by(*_first(shown.values()))
         counted = {f"count_{i}": null for i, null in enumerate(nulls)}
         null_counts = (
             exp.select(*(count_where(null.copy()).as_(name) for name, null in counted.items()))
