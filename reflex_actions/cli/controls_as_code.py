@@ -35,12 +35,12 @@ from reflex_actions.cli.catalog import (
     known_lesson,
     steward_urn,
 )
-from reflex_actions.cli.lessons import TITLE_PREFIX, terminal_text
+from reflex_actions.cli.lessons import terminal_text
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.controls import control_spec, dump_control_line, parse_control_spec
 from reflex_actions.errors import ControlSpecError, ReflexError
-from reflex_actions.handlers.lesson_store import LESSON_PREFIX, load_lesson
+from reflex_actions.handlers.lesson_store import LESSON_PREFIX, load_lesson, term_title
 from reflex_actions.handlers.publish import MAX_SCOPE
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.lessons.validation import parse_steward_control
@@ -302,8 +302,7 @@ def exported_lessons(catalog: Catalog) -> list[tuple[Lesson, ApprovedVersion, st
         lesson = load_lesson(catalog, urn)
         if lesson is None or lesson.approved is None or not in_force(lesson):
             continue
-        term = catalog.get_aspect(urn, GlossaryTermInfoClass)
-        title = (term.name or "").removeprefix(TITLE_PREFIX) if term else ""
+        title = term_title(catalog.get_aspect(urn, GlossaryTermInfoClass))
         found.append((lesson, lesson.approved, title))
     return found
 

@@ -16,12 +16,9 @@ from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.cli.output import print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
-from reflex_actions.handlers.lesson_store import load_lesson, structured_values
+from reflex_actions.handlers.lesson_store import load_lesson, structured_values, term_title
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.vocabulary import LESSONS_NODE, SCOPE, display_name
-
-#: What the term's name starts with (see lesson_term_mcp); the rest is the lesson's title.
-TITLE_PREFIX = "Lesson: "
 
 
 class ListOrShow(click.Group):
@@ -51,10 +48,6 @@ def scope_size(catalog: Catalog, lesson: Lesson) -> int:
     return len(structured_values(catalog, lesson.urn, SCOPE))
 
 
-def _title(term: GlossaryTermInfoClass | None) -> str:
-    return (term.name or "").removeprefix(TITLE_PREFIX) if term else ""
-
-
 def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
     """One lesson's listing entry (its error if it is unreadable), or None for a term under
     the node that holds no lesson."""
@@ -66,7 +59,7 @@ def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
         return None
     return {
         "urn": urn,
-        "title": _title(catalog.get_aspect(urn, GlossaryTermInfoClass)),
+        "title": term_title(catalog.get_aspect(urn, GlossaryTermInfoClass)),
         "state": lesson.state.value,
         "pattern": lesson.failure_pattern,
         "version": lesson.approved.number if lesson.approved else None,

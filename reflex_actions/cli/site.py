@@ -23,12 +23,12 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.bounded import excerpt, shorten
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
-from reflex_actions.cli.lessons import TITLE_PREFIX, terminal_text
+from reflex_actions.cli.lessons import terminal_text
 from reflex_actions.cli.output import print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.assertions import assertion_urn
-from reflex_actions.handlers.lesson_store import load_lesson, structured_values
+from reflex_actions.handlers.lesson_store import load_lesson, structured_values, term_title
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.report.site import (
     INDEX,
@@ -59,8 +59,7 @@ def read_lessons(catalog: LiteCatalog) -> list[LessonRecord]:
             continue
         if lesson is None or term is None:  # a term under the node that holds no lesson
             continue
-        title = (term.name or "").removeprefix(TITLE_PREFIX)
-        records.append(LessonRecord(urn, title, term.definition, lesson))
+        records.append(LessonRecord(urn, term_title(term), term.definition, lesson))
     return records
 
 

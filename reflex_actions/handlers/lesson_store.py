@@ -21,6 +21,8 @@ from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.vocabulary import LESSONS_NODE
 
 LESSON_PROPERTY = "reflex.lesson"
+#: What a lesson term's name starts with; the rest is the lesson's title.
+TITLE_PREFIX = "Lesson: "
 LESSON_PREFIX = "urn:li:glossaryTerm:reflex.lesson."
 
 
@@ -51,7 +53,7 @@ def control_yaml(lesson: Lesson) -> str:
 
 def lesson_term_mcp(lesson: Lesson, title: str, actor: str) -> MetadataChangeProposalWrapper:
     info = GlossaryTermInfoClass(
-        name=f"Lesson: {title}"[:200],
+        name=f"{TITLE_PREFIX}{title}"[:200],
         definition=render_definition(lesson, title),
         termSource="INTERNAL",
         parentNode=LESSONS_NODE,
@@ -63,10 +65,14 @@ def lesson_term_mcp(lesson: Lesson, title: str, actor: str) -> MetadataChangePro
     return acting_as(actor, lesson.urn, info)
 
 
+def term_title(term: GlossaryTermInfoClass | None) -> str:
+    """The lesson's title on its term: the term's name less the prefix Reflex gives it."""
+    return term.name.removeprefix(TITLE_PREFIX) if term and term.name else ""
+
+
 def save_lesson(catalog: Catalog, lesson: Lesson, actor: str) -> None:
     """Rewrite the lesson's term (definition and machine state); the title is kept."""
-    current = catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)
-    title = current.name.removeprefix("Lesson: ") if current and current.name else lesson.incident
+    title = term_title(catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)) or lesson.incident
     catalog.emit([lesson_term_mcp(lesson, title, actor)])
 
 

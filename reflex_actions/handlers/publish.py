@@ -13,7 +13,7 @@ from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, structured_values
+from reflex_actions.handlers.lesson_store import as_text, structured_values, term_title
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
@@ -69,8 +69,7 @@ def control_for(
 
 
 def lesson_title(lesson: Lesson, ctx: HandlerContext) -> str:
-    info = ctx.catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)
-    return info.name.removeprefix("Lesson: ") if info and info.name else lesson.incident
+    return term_title(ctx.catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)) or lesson.incident
 
 
 def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:

@@ -20,13 +20,12 @@ from datahub.metadata.schema_classes import GlossaryTermInfoClass
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from reflex_actions.catalog.steward import resolve_incident
-from reflex_actions.cli.lessons import TITLE_PREFIX
 from reflex_actions.cli.site import site_command
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import PAYMENTS_INCIDENT
 from reflex_actions.demo.metadata import incidents
 from reflex_actions.demo.run import STEWARD, Demo
-from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.handlers.lesson_store import TITLE_PREFIX, lesson_urn_for
 from reflex_actions.report.backtest import BAR_COLOURS
 from reflex_actions.report.site import INDEX
 from tests.loop.store import active_incident, latest, store_of, stored_lesson
