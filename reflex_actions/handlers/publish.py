@@ -79,6 +79,11 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     if lesson.state is LessonState.PUBLISHED:
         _judge_repeated_approval(lesson, change, scope)
         return None
+    if lesson.state is LessonState.RETIRED:
+        return (
+            "the lesson is retired: set reflex.version to the version to bring back, which is "
+            "backtested again and then approved"
+        )
     if lesson.state is not LessonState.PENDING_APPROVAL:
         return f"the lesson is {lesson.state.value}: it must be confirmed and backtested first"
     if not lesson.approval_open:

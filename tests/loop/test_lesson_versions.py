@@ -331,3 +331,16 @@ def test_an_edit_recorded_as_datahubs_system_actor_is_refused_on_the_page(
     assert lesson.decisions[-1].decision == "new version refused"
     assert "Reflex's own writes" in lesson.decisions[-1].detail
     assert "max_duplicate_count" not in str(property_values(store, PAYMENTS_LESSON, CONTROL_SPEC))
+
+
+def test_an_approval_of_a_retired_lesson_is_refused_naming_the_way_back(published: Demo) -> None:
+    store = store_of(published.workdir)
+    published.steward_sets(PAYMENTS_LESSON, LIFECYCLE, "RETIRED")
+    published.steward_sets(PAYMENTS_LESSON, APPROVAL, "REJECTED")
+    published.steward_sets(PAYMENTS_LESSON, APPROVAL, "APPROVED")
+
+    lesson = stored_lesson(store, PAYMENTS_LESSON)
+    assert lesson.state is LessonState.RETIRED and lesson.published_scope == []
+    assert lesson.decisions[-1].decision == "approval refused"
+    assert "set reflex.version" in lesson.decisions[-1].detail
+    assert _removed(published, LEDGER)
