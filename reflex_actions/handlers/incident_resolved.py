@@ -54,7 +54,10 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         affected_assets=tuple(after.entities),
     )
     history = ctx.history_for(source.urn) if source else None
-    dated = dated_failures(history, text) if history else []
+    # the incident's dates point at the snapshots of the history its backtest reads: its
+    # folder, or its table's partitions when it has no snapshot files
+    backtested = ctx.backtest_history(source.urn) if source else None
+    dated = dated_failures(backtested[0], text) if backtested else []
     facts = IncidentFacts(
         source=source,
         history=history.with_failures(dated, text.urn) if history else None,

@@ -52,9 +52,9 @@ def dated_failures(history: History, text: IncidentText) -> list[str]:
         return []
     dates = set(_DATE.findall(" ".join(text.fields().values())))
     return [
-        snapshot.snapshot_id
-        for snapshot in history.snapshots
-        if snapshot.snapshot_id[:10] in dates
-        and not snapshot.snapshot_id[10:11].isdigit()
-        and snapshot.snapshot_id not in history.labels
+        point.snapshot_id
+        for point in history.points  # a folder's snapshot files, or a table's partitions
+        if point.snapshot_id[:10] in dates
+        and not point.snapshot_id[10:11].isdigit()
+        and point.snapshot_id not in history.labels
     ]
