@@ -151,9 +151,10 @@ def backtest(
 
     ``controls_by_dataset`` overrides the control for some datasets (by history dataset name),
     e.g. the same uniqueness check on a dataset that names the key differently. ``references``
-    holds the histories of the datasets a referencing control checks against (by dataset urn):
-    each child point is paired with the parent's snapshot of the same id, or its latest one
-    before it (:meth:`History.snapshot_for`). ``workers`` points are judged at once, on
+    holds the histories of the datasets a referencing control checks against (by dataset urn),
+    read by ``engine`` too: each child point is paired with the parent's point
+    :meth:`History.reference_for` gives (a folder's snapshot of the same id, or its latest one
+    before it; a table's partition of the same value). ``workers`` points are judged at once, on
     ``engine`` (the embedded DuckDB engine, bounded by ``memory_limit``, when None).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -205,6 +206,8 @@ class _Judgement:
     #: the point judged (named as the snapshot it is)
     snapshot: HistoryPoint
     reference: ReferenceSnapshot | None = None
+    #: the parent point ``reference`` reads, as the outcome names it
+    checked_against: str | None = None
     as_of_ms: int | None = None
     last_updated_ms: int | None = None
 
@@ -235,12 +238,7 @@ def _backtest_history(
             unusable[snapshot_id] = result
         else:
             raw[snapshot_id] = result
-    checked_against = {  # child snapshot id -> the parent snapshot it was paired with
-        j.snapshot.snapshot_id: f"{parent.dataset} {j.reference.file.snapshot_id} "
-        f"({j.reference.chosen})"
-        for j in judgements
-        if parent is not None and j.reference is not None
-    }
+    checked_against = {j.snapshot.snapshot_id: j.checked_against for j in judgements}
     kind = kind_for_control(control.type)
     labels = history.labels_for(kind.pattern if kind else None)
     outcomes = [
@@ -298,14 +296,24 @@ def _judgements(
                 "snapshot_times entry for it: it cannot be judged as of when it was taken"
             )
             continue
-        paired = parent.snapshot_for(snapshot_id) if parent is not None else None
-        if parent is not None and paired is None:
-            unusable[snapshot_id] = f"no snapshot of {parent.dataset} at or before {snapshot_id}"
-            continue
+        reference, checked_against = None, None
+        if parent is not None:
+            paired = parent.reference_for(snapshot_id)
+            if paired is None:
+                unusable[snapshot_id] = (
+                    f"{parent.dataset}, which it references, {parent.unreadable}"
+                    if parent.unreadable
+                    else f"no snapshot of {parent.dataset} at or before {snapshot_id}"
+                )
+                continue
+            paired_point, chosen = paired
+            reference = ReferenceSnapshot(paired_point.target, chosen)
+            checked_against = f"{parent.dataset} {paired_point.snapshot_id} ({chosen})"
         judgements.append(
             _Judgement(
                 snapshot=point,
-                reference=ReferenceSnapshot(*paired) if paired else None,
+                reference=reference,
+                checked_against=checked_against,
                 as_of_ms=as_of,
                 last_updated_ms=last_updates.get(snapshot_id),
             )

@@ -142,6 +142,9 @@ class History:
     #: why a table's points could not be listed (its engine unreachable, the table missing):
     #: the history then has none, and its backtest says why it judged nothing
     unreadable: str | None = None
+    #: the table (or file) a partition history's points are partitions of: a child's point is
+    #: paired with its partition of the same value (:meth:`reference_for`)
+    partitioned: FileTarget | TableTarget | None = None
 
     @property
     def points(self) -> tuple[HistoryPoint, ...]:
@@ -193,6 +196,25 @@ class History:
         if earlier is None:
             return None
         return earlier, f"the latest at or before {snapshot_id}"
+
+    def reference_for(self, snapshot_id: str) -> tuple[HistoryPoint, str] | None:
+        """The point of this (parent) history to check a child's point ``snapshot_id``
+        against, and how it was chosen. A partition history gives its partition of the same
+        value, listed or not, as landing checks a landed partition (a value the parent lacks is
+        an empty partition, where every child value is an orphan); a folder its snapshot file
+        by :meth:`snapshot_for`; another table history its point of the same id. None when
+        there is no such point."""
+        if self.partitioned is not None:
+            partition = replace(self.partitioned, partition=snapshot_id)
+            return HistoryPoint(snapshot_id, partition), "the same partition"
+        if self.table is not None:
+            same = [point for point in self.table_points if point.snapshot_id == snapshot_id]
+            return (same[0], "the same snapshot id") if same else None
+        paired = self.snapshot_for(snapshot_id)
+        if paired is None:
+            return None
+        snapshot, chosen = paired
+        return HistoryPoint(snapshot.snapshot_id, FileTarget(snapshot.path)), chosen
 
     def labels_for(self, pattern: str | None) -> dict[str, FailureLabel]:
         """The labels that count as failures for a control of this kind: those of the kind
@@ -293,7 +315,8 @@ def partition_history(
     ]
     default = target.name if isinstance(target, TableTarget) else target.path.stem
     shown = f"{target.shown} partitioned by {partition_column}"
-    return _table_history(dataset or default, shown, points, {}, labels)
+    history = _table_history(dataset or default, shown, points, {}, labels)
+    return replace(history, partitioned=replace(target, partition_column=partition_column))
 
 
 def partition_values(

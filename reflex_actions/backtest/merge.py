@@ -44,12 +44,14 @@ def backtest_on_engines(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     controls_by_dataset: Mapping[str, Control] | None = None,
-    references: Mapping[str, History] | None = None,
+    references: Mapping[Engine | None, Mapping[str, History]] | None = None,
 ) -> BacktestReport:
     """Backtest ``control`` on each history with the engine reading its points (None: the
     embedded DuckDB, for a folder's files), one backtest per engine, merged; the datasets and
-    their outcomes stay in the order the histories are given. The other arguments are
-    :func:`backtest`'s, for every group."""
+    their outcomes stay in the order the histories are given. ``references`` are, for each
+    engine, the parent histories its children are checked against (:func:`backtest`'s, by
+    dataset urn): a parent is read by the child's query, so by the same engine. The other
+    arguments are :func:`backtest`'s, for every group."""
     groups: dict[Engine | None, list[History]] = {}
     for history, engine in histories:
         groups.setdefault(engine, []).append(history)
@@ -62,7 +64,7 @@ def backtest_on_engines(
                 sample_size=sample_size,
                 memory_limit=memory_limit,
                 controls_by_dataset=controls_by_dataset,
-                references=references,
+                references=(references or {}).get(engine),
             )
             for engine, group in groups.items()
         ]

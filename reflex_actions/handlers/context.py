@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +24,7 @@ from reflex_actions.backtest.history import (
 )
 from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.config import ReflexConfig
+from reflex_actions.controls import Control
 from reflex_actions.engines import open_engine
 from reflex_actions.engines.base import Engine, TableTarget
 from reflex_actions.errors import ReflexError
@@ -145,6 +146,32 @@ class HandlerContext:
             logger.warning("the table history of %s cannot be read: %s", dataset_urn, error)
             reason = f"not evaluable: its table's partitions cannot be listed: {error}"
             return unreadable_history(name, f"{name} partitioned by {column}", reason), None
+
+    def reference_histories(
+        self, control: Control, engines: Iterable[Engine | None]
+    ) -> dict[Engine | None, dict[str, History]]:
+        """The history of the dataset ``control`` references (by its urn), for the children
+        each of ``engines`` reads, as landing pairs them: a table's partitions are checked
+        against the referenced dataset's table on the same engine (:meth:`table_history`; one
+        query reads both), a folder's files (engine None) against its history folder. An
+        engine with no parent there gets the folder too, whose files it cannot read: its
+        children are then not evaluable, saying so."""
+        referenced = control.referenced()
+        if referenced is None:
+            return {}
+        folder = self.history_for(referenced.dataset)
+        readers = set(engines)
+        on_table = self.table_history(referenced.dataset) if readers - {None} else None
+        by_engine: dict[Engine | None, dict[str, History]] = {}
+        for engine in readers:
+            parent = folder
+            if engine is not None and on_table is not None:
+                table, reading = on_table
+                if reading is engine or table.unreadable:
+                    parent = table
+            if parent is not None:
+                by_engine[engine] = {referenced.dataset: parent}
+        return by_engine
 
     def estate_history(self, folder: str) -> History | None:
         """An estate-wide history (one folder under the histories root for all datasets, e.g.

@@ -108,15 +108,13 @@ def _backtest_section(
         histories[""] = estate  # one estate-wide history: it speaks for every scope
     if not histories:
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on.", None
-    target = control.referenced()
-    parent = ctx.history_for(target.dataset) if target else None
     report = backtest_on_engines(
         control,
         [(history, read_on.get(urn)) for urn, history in histories.items()],
         sample_size=ctx.config.backtest.sample_size,
         memory_limit=ctx.config.backtest.memory_limit,
         controls_by_dataset=controls,
-        references={target.dataset: parent} if target and parent else {},
+        references=ctx.reference_histories(control, (read_on.get(urn) for urn in histories)),
     )
     scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}
     scope_scores = report.scores_on(scoped)
