@@ -301,7 +301,7 @@ def _judgements(
             paired = parent.reference_for(snapshot_id)
             if paired is None:
                 unusable[snapshot_id] = (
-                    f"{parent.dataset}, which it references, {parent.unreadable}"
+                    f"{parent.dataset}, which it references, is {parent.unreadable}"
                     if parent.unreadable
                     else f"no snapshot of {parent.dataset} at or before {snapshot_id}"
                 )

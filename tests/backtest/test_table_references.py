@@ -74,5 +74,5 @@ def test_a_parent_whose_partitions_cannot_be_listed_leaves_the_child_not_evaluab
 
     (outcome,) = report.per_snapshot
     assert outcome.verdict == "not_evaluable"
-    assert outcome.reason == "shop.ledger, which it references, not evaluable: no such table"
+    assert outcome.reason == "shop.ledger, which it references, is not evaluable: no such table"
     engine.close()

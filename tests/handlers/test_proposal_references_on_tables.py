@@ -108,3 +108,29 @@ def test_a_child_table_is_backtested_against_the_same_partition_of_its_parent_ta
     assert "does not read" not in report
     assert proposed.backtest is not None
     assert proposed.state is LessonState.PENDING_APPROVAL
+
+
+def test_a_parent_table_without_the_partition_column_leaves_the_child_not_evaluable(
+    shop: PostgresServer, estate: HandlerContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shop.accounts has no load_date: its partitions cannot be listed, so no child partition
+    has a parent partition to be checked against, and each says why."""
+    monkeypatch.setenv(URL_VARIABLE, shop.url())
+    create_table(shop, ("shop", "accounts"), [{"transaction_id": "t1"}])
+    accounts = "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.accounts,PROD)"
+    add_dataset(estate.catalog, accounts)
+    proposed = lesson(
+        state=LessonState.CONFIRMED,
+        source_dataset=ORDERS,
+        affected_assets=[ORDERS],
+        failure_pattern=ORPHANED_REFERENCES,
+        control={**CONTROL, "references": {"dataset": accounts, "field": "transaction_id"}},
+    )
+
+    propose(proposed, estate)
+
+    report = proposed.report
+    assert "| shop.orders | 5 | 0 | 0 | 0 | 0 | 5 |" in report
+    (reason,) = [line for line in report.splitlines() if line.startswith("- shop.orders:")]
+    assert "shop.accounts, which it references, is not evaluable" in reason
+    assert "load_date" in reason and shop.password not in report
