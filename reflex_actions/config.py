@@ -41,6 +41,13 @@ class HistoriesConfig(_Strict):
     #: on a platform with an engine, the column whose values are a table's history points (a
     #: load date): an ``operation`` naming a partition evaluates the rows holding that value
     partition_column: str | None = None
+    #: the pyiceberg catalog (configured in ``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__*``
+    #: variables) holding the tables of datasets on DataHub's ``iceberg`` platform, the urn's
+    #: name being ``namespace.table``: such a dataset's history is its table's snapshots
+    iceberg_catalog: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    #: the folder holding the tables of datasets on DataHub's ``delta-lake`` platform, each at
+    #: ``delta_root / <the urn's name>``: such a dataset's history is its table's versions
+    delta_root: Path | None = None
 
     @field_validator("partition_column")
     @classmethod

@@ -18,6 +18,8 @@ from reflex_actions.backtest.history import (
     LABELS_FILE,
     History,
     HistoryError,
+    delta_history,
+    iceberg_history,
     load_history,
     partition_history,
     unreadable_history,
@@ -26,7 +28,7 @@ from reflex_actions.catalog.base import AspectT, Catalog
 from reflex_actions.config import ReflexConfig
 from reflex_actions.controls import Control
 from reflex_actions.engines import open_engine
-from reflex_actions.engines.base import Engine, TableTarget
+from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget, TableTarget
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.directives import Outbox, apply
@@ -37,6 +39,10 @@ from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import dataset_platform, display_name
 
 logger = logging.getLogger(__name__)
+
+#: DataHub's platform names (its data_platforms list) of the lakehouse tables whose commits are
+#: a dataset's history: Iceberg snapshots, Delta versions
+ICEBERG_PLATFORM, DELTA_PLATFORM = "iceberg", "delta-lake"
 
 
 @dataclass
@@ -109,13 +115,16 @@ class HandlerContext:
         (None: the embedded DuckDB, for a folder's files).
 
         A history folder holding snapshot files wins: it is the history laid out for this
-        dataset, the one drafting and landing read too. Otherwise, on a platform with an
-        engine and with ``histories.partition_column`` set, it is the partitions of the
-        dataset's table (:meth:`table_history`); otherwise the folder as it is (None without
-        one)."""
+        dataset, the one drafting and landing read too. Otherwise, for an Iceberg or Delta
+        dataset it is its table's commits (:meth:`lakehouse_history`); on a platform with an
+        engine and with ``histories.partition_column`` set, the partitions of the dataset's
+        table (:meth:`table_history`); otherwise the folder as it is (None without one)."""
         folder = self.history_for(dataset_urn)
         if folder is not None and folder.snapshots:
             return folder, None
+        lakehouse = self.lakehouse_history(dataset_urn)
+        if lakehouse is not None:
+            return lakehouse, None
         on_table = self.table_history(dataset_urn)
         if on_table is not None:
             return on_table
@@ -133,15 +142,13 @@ class HandlerContext:
         if column is None:
             return None
         name = display_name(dataset_urn)
-        folder = self.history_folder(dataset_urn)
-        labels = folder / LABELS_FILE if folder is not None else None
         try:
             on_table = self.table_of(dataset_urn)
             if on_table is None:
                 return None
             engine, table = on_table
-            labelled = labels if labels is not None and labels.is_file() else None
-            return partition_history(engine, table, column, dataset=name, labels=labelled), engine
+            labels = self._labels_file(dataset_urn)
+            return partition_history(engine, table, column, dataset=name, labels=labels), engine
         except ReflexError as error:
             logger.warning("the table history of %s cannot be read: %s", dataset_urn, error)
             reason = f"not evaluable: its table's partitions cannot be listed: {error}"
@@ -172,6 +179,51 @@ class HandlerContext:
             if parent is not None:
                 by_engine[engine] = {referenced.dataset: parent}
         return by_engine
+
+    def lakehouse_history(self, dataset_urn: str) -> History | None:
+        """The commits of the dataset's lakehouse table, read by the embedded engine: for the
+        ``iceberg`` platform the snapshots of the table named by the urn's name
+        (``namespace.table``) in ``histories.iceberg_catalog``, for ``delta-lake`` the versions
+        of the table at ``histories.delta_root / <the urn's name>``; labelled as
+        :meth:`table_history` labels. None on another platform, without that setting, or when
+        the name leads outside the Delta root. A table that cannot be read gives a history
+        with no points saying why (its dataset not evaluable, the others still judged)."""
+        target = self._lakehouse_table(dataset_urn)
+        if target is None:
+            return None
+        name = display_name(dataset_urn)
+        labels = self._labels_file(dataset_urn)
+        try:
+            if isinstance(target, IcebergTarget):
+                return iceberg_history(target.catalog, target.table, dataset=name, labels=labels)
+            return delta_history(target.path, dataset=name, labels=labels)
+        except ReflexError as error:
+            logger.warning("the table history of %s cannot be read: %s", dataset_urn, error)
+            reason = f"not evaluable: its table's history cannot be read: {error}"
+            return unreadable_history(name, target.shown, reason)
+
+    def _lakehouse_table(self, dataset_urn: str) -> IcebergTarget | DeltaTarget | None:
+        """The dataset's Iceberg or Delta table (all its commits), as configured under
+        ``histories``; None when it has none there."""
+        platform, name = dataset_platform(dataset_urn), display_name(dataset_urn)
+        histories = self.config.histories
+        if platform == ICEBERG_PLATFORM and histories.iceberg_catalog is not None:
+            return IcebergTarget(histories.iceberg_catalog, name)
+        if platform != DELTA_PLATFORM or histories.delta_root is None:
+            return None
+        root = histories.delta_root.resolve()
+        table = (root / name).resolve()
+        if not table.is_relative_to(root):
+            logger.warning("no history for %s: its name leads outside %s", dataset_urn, root)
+            return None
+        return DeltaTarget(str(table))
+
+    def _labels_file(self, dataset_urn: str) -> Path | None:
+        """The ``labels.yaml`` of the dataset's history folder, when it has one: a table's
+        history is labelled by it (the folder then holds its labels alone)."""
+        folder = self.history_folder(dataset_urn)
+        labels = folder / LABELS_FILE if folder is not None else None
+        return labels if labels is not None and labels.is_file() else None
 
     def estate_history(self, folder: str) -> History | None:
         """An estate-wide history (one folder under the histories root for all datasets, e.g.
