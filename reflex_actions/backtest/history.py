@@ -202,14 +202,11 @@ class History:
         against, and how it was chosen. A partition history gives its partition of the same
         value, listed or not, as landing checks a landed partition (a value the parent lacks is
         an empty partition, where every child value is an orphan); a folder its snapshot file
-        by :meth:`snapshot_for`; another table history its point of the same id. None when
-        there is no such point."""
+        by :meth:`snapshot_for`. None when there is no such point (another table's history
+        has no snapshot files)."""
         if self.partitioned is not None:
             partition = replace(self.partitioned, partition=snapshot_id)
             return HistoryPoint(snapshot_id, partition), "the same partition"
-        if self.table is not None:
-            same = [point for point in self.table_points if point.snapshot_id == snapshot_id]
-            return (same[0], "the same snapshot id") if same else None
         paired = self.snapshot_for(snapshot_id)
         if paired is None:
             return None

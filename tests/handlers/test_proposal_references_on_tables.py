@@ -15,6 +15,7 @@ from reflex_actions.handlers.proposal import propose
 from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
 from reflex_actions.lessons.model import LessonState
 from tests.catalog.memory_catalog import MemoryCatalog
+from tests.conftest import write_snapshot
 from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
 from tests.handlers.builders import add_dataset, context, lesson
 
@@ -134,3 +135,37 @@ def test_a_parent_table_without_the_partition_column_leaves_the_child_not_evalua
     (reason,) = [line for line in report.splitlines() if line.startswith("- shop.orders:")]
     assert "shop.accounts, which it references, is not evaluable" in reason
     assert "load_date" in reason and shop.password not in report
+
+
+def test_children_on_two_engines_are_each_checked_against_the_parent_their_engine_reads(
+    shop: PostgresServer, estate: HandlerContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shop.returns has snapshot files, read by the embedded engine: it is checked against the
+    ledger's history folder, while shop.orders' partitions are still checked against the
+    ledger's table (its folder's files are none of the postgres engine's)."""
+    monkeypatch.setenv(URL_VARIABLE, shop.url())
+    root = estate.config.histories.root
+    assert root is not None
+    write_snapshot(root / "shop.ledger" / "2026-09-01.parquet", [{"transaction_id": "t1"}])
+    write_snapshot(root / "shop.returns" / "2026-09-01.parquet", [{"transaction_id": "t1"}])
+    write_snapshot(root / "shop.returns" / "2026-09-02.parquet", [{"transaction_id": "t7"}])
+    (root / "shop.returns" / "labels.yaml").write_text("failures: [2026-09-02]\n")
+    returns = "urn:li:dataset:(urn:li:dataPlatform:s3,shop.returns,PROD)"
+    add_dataset(estate.catalog, returns)
+    proposed = lesson(
+        state=LessonState.CONFIRMED,
+        source_dataset=ORDERS,
+        affected_assets=[ORDERS],
+        failure_pattern=ORPHANED_REFERENCES,
+        control=CONTROL,
+    )
+
+    propose(proposed, estate, scope=[ORDERS, returns])
+
+    report = proposed.report
+    assert "| shop.orders | 5 | 2 | 1 | 1 | 1 | 0 | 67% | 67% |" in report
+    assert "| shop.returns | 2 | 1 | 0 | 1 | 0 | 0 | 100% | 100% |" in report
+    earlier = "checked against shop.ledger 2026-09-01 (the latest at or before 2026-09-02)"
+    assert f"| shop.returns | 2026-09-02 | caught (labelled failure) | 1 | {earlier} |" in report
+    assert f"| 2026-09-04 | caught (labelled failure) | 1 | {against('2026-09-04')} |" in report
+    assert "| true / false positives | 3 / 1 |" in report
