@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 #: The master a session is started with when none is configured: two local cores.
 LOCAL_MASTER = "local[2]"
 SPARK_CONNECT_SCHEME = "sc://"
+#: How often a Connect client retries its first call while its server cannot be reached.
+CONNECT_START_RETRIES = 3
+SESSION_TIME_ZONE = "spark.sql.session.timeZone"
 #: How much of Spark's reason an error carries (its messages can name whole query plans).
 MAX_REASON = 500
 #: Characters Hadoop's path globbing gives a meaning to (each is escaped with a backslash).
@@ -62,14 +65,10 @@ def session_builder(
 ) -> SparkSession.Builder:
     """How a session is started: on ``master`` (``local[2]`` unless given; a local driver
     listens on loopback only), or a Spark Connect client of ``remote``; a local session keeps
-    its tables in ``warehouse`` when given (a Connect server has its own). Its clock is UTC."""
+    its tables in ``warehouse`` when given (a Connect server has its own). Its clock is UTC
+    (a Connect client's is set once it reaches its server: see :func:`connect_session`)."""
     from pyspark.sql import SparkSession
 
-    # times in UTC: a time without a zone is UTC to every engine (a freshness age must not move
-    # with the driver's zone)
-    builder = SparkSession.builder.appName("datahub-reflex").config(
-        "spark.sql.session.timeZone", "UTC"
-    )
     if remote is not None:
         if master is not None or warehouse is not None:
             raise EngineError(
@@ -78,10 +77,21 @@ def session_builder(
             )
         if not remote.startswith(SPARK_CONNECT_SCHEME):
             raise EngineError(
-                f"Spark Connect URL {remote[:200]!r} does not start with {SPARK_CONNECT_SCHEME}"
+                f"Spark Connect URL {shown_remote(remote)!r} does not start with "
+                f"{SPARK_CONNECT_SCHEME}"
             )
-        return builder.remote(remote)
-    builder = builder.master(master or LOCAL_MASTER)
+        # Connect's own builder: PySpark's general one refuses a Connect client beside a local
+        # session in the same process, and marks the whole process as Connect-only
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        return ConnectSession.builder.remote(remote)
+    # times in UTC: a time without a zone is UTC to every engine (a freshness age must not move
+    # with the driver's zone)
+    builder = (
+        SparkSession.builder.appName("datahub-reflex")
+        .config(SESSION_TIME_ZONE, "UTC")
+        .master(master or LOCAL_MASTER)
+    )
     if (master or LOCAL_MASTER).startswith("local"):
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
@@ -89,6 +99,38 @@ def session_builder(
     if warehouse is not None:
         builder = builder.config("spark.sql.warehouse.dir", str(Path(warehouse).resolve()))
     return builder
+
+
+def shown_remote(remote: str) -> str:
+    """A Spark Connect URL as an error may show it: scheme, host and port, never its
+    parameters (``sc://host:15002/;token=...`` carries a secret), bounded."""
+    return remote.split("/;", 1)[0].split(";", 1)[0][:200]
+
+
+def connect_session(builder: SparkSession.Builder, remote: str) -> SparkSession:
+    """A new Spark Connect client session of ``remote``, its clock set to UTC by its first call
+    to the server, which is retried only a few times: Connect's own policy retries an
+    unreachable server for ten minutes, a wait a control run must not hang in. Later calls
+    keep Connect's retries (a cluster's transient failures)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    try:
+        session = builder.create()  # a client only: no call to the server yet
+    except ValueError as error:  # PySpark's own and urllib's, of a URL they cannot parse
+        raise EngineError(
+            f"{shown_remote(remote)!r} is not a Spark Connect URL: {_reason(error)}"
+        ) from None
+    session.client.set_retry_policies([DefaultPolicy(max_retries=CONNECT_START_RETRIES)])
+    try:
+        session.conf.set(SESSION_TIME_ZONE, "UTC")
+    except PySparkException as error:
+        session.stop()
+        raise EngineError(
+            f"cannot reach Spark Connect server {shown_remote(remote)}: {_reason(error)}"
+        ) from None
+    session.client.set_retry_policies([DefaultPolicy()])
+    return session
 
 
 def duckdb_type(spark_type: str) -> str:
@@ -139,17 +181,20 @@ class SparkEngine(Engine):
         remote: str | None = None,
         warehouse: str | Path | None = None,
     ) -> SparkEngine:
-        """An engine on a session started as configured (see :func:`session_builder`); a
-        session already running in this process is used, and left running on close."""
+        """An engine on a session started as configured (see :func:`session_builder`): a local
+        or cluster session already running in this process is used, and left running on close;
+        a Connect URL gets a client session of its own (no JVM starts here), ended on close."""
         from pyspark.errors import PySparkException
         from pyspark.sql import SparkSession
 
         builder = session_builder(master, remote, warehouse)
+        if remote is not None:  # a server-side session of its own, ended on close
+            return cls(connect_session(builder, remote), owned=True)
         running = SparkSession.getActiveSession()
         try:
             session = builder.getOrCreate()
         except (PySparkException, OSError) as error:
-            where = remote or master or LOCAL_MASTER
+            where = master or LOCAL_MASTER
             raise EngineError(f"cannot start Spark on {where[:200]}: {_reason(error)}") from None
         return cls(session, owned=running is None)
 

@@ -4,12 +4,15 @@ A JVM takes 10-15 s to start on two cores, so every test module needing Spark im
 ``spark`` fixture from here and shares one session: two local cores, two shuffle partitions
 (the default 200 would make every tiny aggregation 200 tasks), no web UI, the driver on
 loopback, its tables in a temporary warehouse (the engine's builder sets its clock to UTC).
+The same driver serves Spark Connect on a free loopback port (Spark's ``SparkConnectPlugin``,
+as a cluster's driver runs it): a Connect client's tests pay for no second JVM.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -38,6 +41,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.local.dir", str(scratch / "local"))
+            .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+            .config("spark.connect.grpc.binding.address", "127.0.0.1")
+            .config("spark.connect.grpc.binding.port", str(free_port()))
         )
         _STARTED.append(builder.getOrCreate())
         _STARTED[0].sparkContext.setLogLevel("ERROR")
@@ -46,3 +52,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # py4j logs its connections' close from __del__ at interpreter exit, after pytest has
     # closed the streams its handlers write to: nothing left worth logging
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+
+
+@pytest.fixture(scope="session")
+def spark_connect_url(spark: SparkSession) -> str:
+    """The ``sc://`` URL of the run's Spark Connect server (the local session's driver)."""
+    return f"sc://127.0.0.1:{spark.conf.get('spark.connect.grpc.binding.port')}"
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
