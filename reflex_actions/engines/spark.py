@@ -329,7 +329,27 @@ def _condition(error: BaseException) -> str | None:
 
 def _reason(error: BaseException) -> str:
     """Spark's reason, first line only and bounded (a JVM error's own message, not py4j's
-    "An error occurred while calling o56.parquet")."""
+    "An error occurred while calling o56.parquet"; a Connect client's failed gRPC call's
+    details, not its "<_InactiveRpcError of RPC that terminated with:")."""
     java = getattr(error, "java_exception", None)
-    reason = first_line(Exception(java.toString())) if java is not None else first_line(error)
+    call = _failed_call(error)
+    if java is not None:
+        reason = first_line(Exception(java.toString()))
+    elif call is not None:
+        reason = first_line(Exception(call.details()))
+    else:
+        reason = first_line(error)
     return reason[:MAX_REASON]
+
+
+def _failed_call(error: BaseException) -> Any:
+    """The failed gRPC call (with its ``details()``) a Connect client's error was raised from,
+    through its retries, or None."""
+    cause: BaseException | None = error
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
+        if callable(getattr(cause, "details", None)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
