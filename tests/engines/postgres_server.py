@@ -14,7 +14,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.ports import free_port
 
 #: The accounts a root test run hands the server to, the first that exists: Debian's server
 #: account, else the one every Unix has.
@@ -92,12 +93,6 @@ def _server_account() -> pwd.struct_passwd | None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _run(command: list[str], account: pwd.struct_passwd | None) -> None:
     """Run a server tool (as ``account`` when given); ServerError with its output's end when it
     fails."""
@@ -127,7 +122,7 @@ def running_server() -> Iterator[PostgresServer]:
         os.chown(home, account.pw_uid, account.pw_gid)
         os.chown(password_file, account.pw_uid, account.pw_gid)
     password_file.chmod(0o600)
-    port = _free_port()
+    port = free_port()
     try:
         _run(
             [

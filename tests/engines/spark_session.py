@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 from reflex_actions.engines.spark import session_builder
+from tests.ports import free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,10 +58,3 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 def spark_connect_url(spark: SparkSession) -> str:
     """The ``sc://`` URL of the run's Spark Connect server (the local session's driver)."""
     return f"sc://127.0.0.1:{spark.conf.get('spark.connect.grpc.binding.port')}"
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (now)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

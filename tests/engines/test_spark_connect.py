@@ -23,10 +23,10 @@ from tests.conformance.kind_suite import rows_as
 from tests.conftest import write_snapshot
 from tests.engines.engine_suite import CASES, BaseEngineConformance, _judged
 from tests.engines.spark_session import (  # noqa: F401 - the run's session and server
-    free_port,
     spark,
     spark_connect_url,
 )
+from tests.ports import free_port
 
 #: The cases run over Connect: one aggregate over a key, one count over a column's values.
 CONNECT_CASES = [case for case in CASES if case.type_name in {"uniqueness", "not_null"}]

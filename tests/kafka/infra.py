@@ -48,6 +48,7 @@ from reflex_actions.source.lite_change_feed.lite_change_feed_source import (
     LiteChangeFeedConfig,
     LiteChangeFeedSource,
 )
+from tests.ports import free_port
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection refused while a broker restarts, ...): to logging,
@@ -90,13 +91,6 @@ T = TypeVar("T")
 def avsc(name: str) -> str:
     """One of the Avro schemas acryl-datahub ships, as text."""
     return (resources.files("datahub.metadata") / "schemas" / name).read_text(encoding="utf-8")
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on at the moment, on the loopback interface."""
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until(
