@@ -280,7 +280,6 @@ def demo_command(workdir: Path, scenario: str | None) -> None:
 
 #: The states in which a lesson has a version in force: published, or published with a new
 #: version waiting for approval (the approved one runs until then).
-IN_FORCE_STATES = (LessonState.PUBLISHED, LessonState.PENDING_APPROVAL)
 GLOSSARY_TERM_PREFIX = "urn:li:glossaryTerm:"
 
 
@@ -292,11 +291,6 @@ def known_lesson(catalog: Catalog, urn: str) -> Lesson:
     if lesson is None:
         raise StewardInputError(f"no lesson {excerpt(urn)} in the store")
     return lesson
-
-
-def in_force(lesson: Lesson) -> bool:
-    """Whether an approved version of the lesson runs (and so can be retired or changed)."""
-    return lesson.approved is not None and lesson.state in IN_FORCE_STATES
 
 
 def _written(urn: str, property_urn: str, value: str | int, actor: str, as_json: bool) -> None:
@@ -318,7 +312,7 @@ def retire_command(lesson_urn: str, actor: str, as_json: bool, catalog: Catalog)
     """Retire a published lesson: the reflex.lifecycle RETIRED the DataHub UI writes; Reflex
     then withdraws its assertions and coverage, and keeps its page and history."""
     lesson = known_lesson(catalog, lesson_urn)
-    if not in_force(lesson):
+    if not lesson.in_force:
         hint = "" if lesson.approved else ": it was never published, reject it instead"
         raise StewardInputError(f"lesson {lesson_urn} is {lesson.state.value}, not published{hint}")
     catalog.set_structured_properties(lesson_urn, {LIFECYCLE: ["RETIRED"]}, steward_urn(actor))

@@ -30,7 +30,6 @@ from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml,
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.cli.catalog import (
     StewardInputError,
-    in_force,
     known_dataset,
     known_lesson,
     steward_urn,
@@ -38,7 +37,7 @@ from reflex_actions.cli.catalog import (
 from reflex_actions.cli.lessons import terminal_text
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
-from reflex_actions.controls import control_spec, dump_control_line, parse_control_spec
+from reflex_actions.controls import control_spec, parse_control_spec, spec_line
 from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.lesson_store import LESSON_PREFIX, load_lesson, term_title
 from reflex_actions.handlers.publish import MAX_SCOPE
@@ -252,7 +251,7 @@ class Comparison:
 
 def _line(control: dict[str, Any] | None) -> str:
     try:
-        return dump_control_line(parse_control_spec(control))
+        return spec_line(control or {})
     except ControlSpecError:  # a stored control whose type is gone since
         return excerpt(control)
 
@@ -264,7 +263,7 @@ def compare(catalog: Catalog, path: Path, file: LessonFile) -> Comparison:
     except StewardInputError as error:
         return Comparison(path, file.lesson, problem=str(error))
     approved = lesson.approved
-    if approved is None or not in_force(lesson):
+    if approved is None or not lesson.in_force:
         return Comparison(
             path, file.lesson, problem=f"the lesson is {lesson.state.value}, not published"
         )
@@ -300,7 +299,7 @@ def exported_lessons(catalog: Catalog) -> list[tuple[Lesson, ApprovedVersion, st
     found = []
     for urn in catalog.terms_under(LESSONS_NODE):
         lesson = load_lesson(catalog, urn)
-        if lesson is None or lesson.approved is None or not in_force(lesson):
+        if lesson is None or lesson.approved is None or not lesson.in_force:
             continue
         title = term_title(catalog.get_aspect(urn, GlossaryTermInfoClass))
         found.append((lesson, lesson.approved, title))
@@ -375,7 +374,7 @@ def _proposal(catalog: Catalog, lesson: Lesson, file: LessonFile) -> PropertyVal
     for urn in file.scope:
         known_dataset(catalog, urn)
     source = catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
-    line = dump_control_line(parse_control_spec(file.control))
+    line = spec_line(file.control)
     try:
         parse_steward_control(line, lesson.failure_pattern, source, catalog)
     except ControlSpecError as error:

@@ -154,3 +154,8 @@ def dump_control_line(control: Control) -> str:
         width=float("inf"),
     )
     return text.strip()
+
+
+def spec_line(spec: dict[str, Any]) -> str:
+    """A stored control spec (``control_spec``'s form) as ``reflex.controlSpec`` holds it."""
+    return dump_control_line(parse_control_spec(spec))

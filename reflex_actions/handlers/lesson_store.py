@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.steward import acting_as
-from reflex_actions.controls import dump_control_line, parse_control_spec
+from reflex_actions.controls import spec_line
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.vocabulary import LESSONS_NODE
@@ -48,7 +48,7 @@ def load_lesson(catalog: Catalog, urn: str) -> Lesson | None:
 def control_yaml(lesson: Lesson) -> str:
     """The lesson's control as ``reflex.controlSpec`` holds it: one line of flow YAML, since
     DataHub's UI edits that property in a one-line input that strips newlines."""
-    return dump_control_line(parse_control_spec(lesson.control)) if lesson.control else ""
+    return spec_line(lesson.control) if lesson.control else ""
 
 
 def lesson_term_mcp(lesson: Lesson, title: str, actor: str) -> MetadataChangeProposalWrapper:

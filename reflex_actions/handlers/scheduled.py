@@ -72,8 +72,8 @@ def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> Swee
         if (
             lesson is None
             or lesson.approved is None
-            or lesson.in_force_since is None
-            or lesson.in_force_since > now_ms
+            or not lesson.in_force
+            or (lesson.in_force_since or 0) > now_ms
             or not triggered_by(str(lesson.approved.control.get("type")), Trigger.SCHEDULE)
         ):
             continue
@@ -89,7 +89,7 @@ def _sweep_lesson(
     the runs done: after a crash anywhere, what is not marked done is judged again."""
     runs: list[MetadataChangeProposalWrapper] = []
     noted = len(lesson.recurrences)
-    for dataset_urn in [urn for urn in lesson.published_scope if lesson.in_force_on(urn)]:
+    for dataset_urn in lesson.published_scope:
         mark, written = ctx.out.mark(), len(runs)
         try:
             covered = covered_control(lesson, dataset_urn, ctx)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from reflex_actions.controls import control_spec, dump_control_line, parse_control_spec
+from reflex_actions.controls import control_spec, parse_control_spec, spec_line
 from reflex_actions.errors import ControlSpecError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
@@ -121,7 +121,7 @@ def in_force_values(lesson: Lesson) -> PropertyValues:
     if approved is None:
         return {}
     return {
-        CONTROL_SPEC: [dump_control_line(parse_control_spec(approved.control))],
+        CONTROL_SPEC: [spec_line(approved.control)],
         SCOPE: list(approved.scope),
         VERSION: [version_shown(lesson)],
         APPROVAL: ["APPROVED"],
@@ -132,7 +132,7 @@ def draft_values(lesson: Lesson) -> PropertyValues:
     """Where a refused edit of a waiting draft puts the control back (its scope stays: that
     is the approver's to edit); a published lesson's go back to the version in force."""
     if lesson.revision is not None and lesson.state is LessonState.PENDING_APPROVAL:
-        return {CONTROL_SPEC: [dump_control_line(parse_control_spec(lesson.control or {}))]}
+        return {CONTROL_SPEC: [spec_line(lesson.control or {})]}
     values = in_force_values(lesson)
     return {CONTROL_SPEC: values.get(CONTROL_SPEC, []), SCOPE: values.get(SCOPE, [])}
 

@@ -259,14 +259,18 @@ class Lesson(BaseModel):
                 self.in_force_since = self.approved.at
         return self
 
-    def in_force_on(self, dataset_urn: str) -> bool:
-        """Whether an approved version's control runs on the dataset now: published there,
-        and neither retired nor rejected (a draft waiting for approval leaves it running)."""
-        return (
-            self.state in (LessonState.PUBLISHED, LessonState.PENDING_APPROVAL)
-            and self.in_force_since is not None
-            and dataset_urn in self.published_scope
+    @property
+    def in_force(self) -> bool:
+        """Whether an approved version runs now: published, or beside a draft waiting for
+        approval; never once retired (nor a retired lesson's rollback before it is approved)."""
+        return self.in_force_since is not None and self.state in (
+            LessonState.PUBLISHED,
+            LessonState.PENDING_APPROVAL,
         )
+
+    def in_force_on(self, dataset_urn: str) -> bool:
+        """Whether the version in force runs on this dataset."""
+        return self.in_force and dataset_urn in self.published_scope
 
     def record_decision(self, decision: str, actor: str | None, at: int, detail: str = "") -> bool:
         """Add a decision to the lesson's record unless this very one (same decision, actor

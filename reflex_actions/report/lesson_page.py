@@ -13,7 +13,11 @@ from reflex_actions.backtest.metrics import (
     in_sample_ids,
     learning_split_scores,
 )
-from reflex_actions.controls import dump_control_line, dump_control_yaml, parse_control_spec
+from reflex_actions.controls import (
+    dump_control_yaml,
+    parse_control_spec,
+    spec_line,
+)
 from reflex_actions.lessons.model import (
     BacktestSummary,
     Decision,
@@ -137,7 +141,7 @@ def versions_section(lesson: Lesson) -> list[str]:
     ]
     for version in lesson.versions:
         mark = " (in force)" if version.number == in_force else ""
-        control = dump_control_line(parse_control_spec(version.control))
+        control = spec_line(version.control)
         scope = ", ".join(display_name(urn) for urn in version.scope)
         lines.append(
             f"| {version.number}{mark} | {escape(version.actor)} | {iso(version.at)} "
