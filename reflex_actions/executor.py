@@ -149,7 +149,7 @@ def run_control(
             f"{control.describe()} is judged on what DataHub records of the dataset, not on a "
             "snapshot's rows: it runs on the catalog (datahub-reflex evaluate)"
         )
-    _check_as_of(control, as_of_ms)
+    as_of_ms = _judged_at(control, as_of_ms)
     if not isinstance(target, (FileTarget, TableTarget, IcebergTarget, DeltaTarget)):
         target = FileTarget(SnapshotFile.from_path(target).path)
     from reflex_actions.engines.duckdb import DuckDBEngine
@@ -182,7 +182,7 @@ def run_control_on_recorded(
     """Evaluate ``control`` on what DataHub records of a table (its profile's row count, its
     last update, its schema), reading no data; raise a SnapshotError naming what is missing."""
     started = time.perf_counter()
-    _check_as_of(control, as_of_ms)
+    as_of_ms = _judged_at(control, as_of_ms)
     relation = Relation.of(
         NO_ROWS,
         recorded=recorded,
@@ -217,9 +217,14 @@ def _in_memory() -> Iterator[DuckDBEngine]:
         cursor.close()
 
 
-def _check_as_of(control: Control, as_of_ms: int | None) -> None:
-    if control.judged_as_of and as_of_ms is None:
+def _judged_at(control: Control, as_of_ms: int | None) -> int | None:
+    """The time ``control`` is judged at: ``as_of_ms`` for one judging age (refused when
+    none is given), None for the others (whose compiled SQL then never differs by time)."""
+    if not control.judged_as_of:
+        return None
+    if as_of_ms is None:
         raise ControlSpecError(f"{control.describe()} is judged as of a time, and none was given")
+    return as_of_ms
 
 
 def run_control_on_rows(

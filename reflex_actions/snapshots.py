@@ -11,14 +11,11 @@ partitioning off, and the files a pattern names are checked to be that file alon
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-
-from sqlglot import exp
 
 from reflex_actions.errors import (
     SchemaDriftError,
@@ -26,7 +23,7 @@ from reflex_actions.errors import (
     SnapshotUnreadableError,
     first_line,
 )
-from reflex_actions.sql import Relation, parse, quote_identifier
+from reflex_actions.sql import Relation, quote_identifier
 
 # DuckDB is imported where a query runs: defining the kinds and controls (all that
 # `control compile` needs) starts no engine.
@@ -99,15 +96,6 @@ def files_relation(snapshots: list[SnapshotFile], columns: list[str]) -> FilesQu
     return FilesQuery(sql="\nUNION ALL BY NAME\n".join(selects), params=params)
 
 
-@functools.lru_cache(maxsize=64)
-def _reader(snapshot_format: SnapshotFormat, parameter: str) -> exp.Query:
-    """The reader's tree, parsed once (a backtest reads hundreds of files of one format); it
-    is shared, never changed in place: rendering and sqlglot's builders copy a tree."""
-    reader = parse(f"SELECT * FROM {reader_call(snapshot_format, parameter)}")
-    assert isinstance(reader, exp.Query)
-    return reader
-
-
 @dataclass(frozen=True)
 class SnapshotFile:
     path: Path
@@ -147,7 +135,7 @@ class SnapshotFile:
         """The whole snapshot as a relation, its path bound as ``$parameter`` (a parent's
         snapshot read beside a child's takes another name), with its column types if known."""
         return Relation(
-            source=_reader(self.format, parameter),
+            source=self.reader_sql(parameter),
             params={parameter: self.pattern},
             types=dict(types or {}),
             text_only=self.format == "csv",
@@ -155,8 +143,8 @@ class SnapshotFile:
         )
 
     def reader_sql(self, parameter: str = "snapshot") -> str:
-        """The reader as DuckDB text (what DESCRIBE reads)."""
-        return _reader(self.format, parameter).sql(dialect="duckdb")
+        """The reader as DuckDB text (the relation's source, what DESCRIBE reads)."""
+        return f"SELECT * FROM {reader_call(self.format, parameter)}"
 
     def column_types(self, connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
         """Column name -> DuckDB type (reads the Parquet footer or sniffs the CSV header),

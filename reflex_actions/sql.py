@@ -9,13 +9,32 @@ control specs and schemas come from users and incident text, and are never forma
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from typing import Any
+from functools import cache, lru_cache
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import sqlglot
-from sqlglot import exp
+
+class _LazyModule(ModuleType):
+    """A module imported on its first attribute: sqlglot costs a run ~100 ms to import, and a
+    run whose SQL was rendered before (``engines.rendered_store``) builds no tree at all."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+
+    def __getattr__(self, attribute: str) -> Any:
+        module = importlib.import_module(self.__name__)
+        self.__dict__.update(vars(module))  # later lookups are plain attribute reads
+        return getattr(module, attribute)
+
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+else:
+    #: sqlglot's expressions, as every template and engine in this package builds trees with
+    exp = _LazyModule("sqlglot.expressions")
 
 #: The names a control's query reads its target and the target's parent by.
 SNAPSHOT = "snapshot"
@@ -74,8 +93,13 @@ def rows_and_violations(violating: exp.Expression, relation: Relation) -> exp.Se
     )
 
 
+@lru_cache(maxsize=256)
 def parse(sql: str, dialect: str = SHOWN_DIALECT) -> exp.Expression:
-    """A tree from fixed SQL text written in this package (never from user text)."""
+    """A tree from fixed SQL text written in this package (never from user text), parsed once
+    (a backtest reads hundreds of files through one reader). The tree is shared and never
+    changed in place: rendering and sqlglot's builders copy a tree."""
+    import sqlglot
+
     return sqlglot.parse_one(sql, read=dialect)
 
 
@@ -99,15 +123,16 @@ NO_ROWS = "SELECT NULL AS no_rows WHERE false"
 
 @dataclass(frozen=True)
 class Relation:
-    """A table a control reads: how its engine reads it (``source``, a query tree, with its
-    bound parameters), and what is known of it.
+    """A table a control reads: how its engine reads it (``source``, a query tree, or fixed SQL
+    text of this package in DuckDB's dialect, parsed when a control is compiled against it;
+    with its bound parameters), and what is known of it.
 
     ``types`` are the column types where known, in DuckDB's names whatever the engine (a
     control may compare natively when two columns share one), and ``reference`` is the other
     table a control checks this one against (a child's parent), when the control has one.
     """
 
-    source: exp.Query
+    source: exp.Query | str
     params: dict[str, Any] = field(default_factory=dict)
     types: Mapping[str, str] = field(default_factory=dict)
     reference: Relation | None = None
@@ -125,11 +150,19 @@ class Relation:
     row_count_is_free: bool = False
 
     @classmethod
-    def of(cls, sql: str, dialect: str = SHOWN_DIALECT, **known: Any) -> Relation:
-        """A relation read by fixed SQL text (an engine's reader, with its placeholders)."""
-        source = parse(sql, dialect)
-        assert isinstance(source, exp.Query)
-        return cls(source=source, **known)
+    def of(cls, sql: str, **known: Any) -> Relation:
+        """A relation read by fixed SQL text in DuckDB's dialect (an engine's reader, with its
+        placeholders)."""
+        return cls(source=sql, **known)
+
+    @property
+    def tree(self) -> exp.Query:
+        """The source as a query tree (shared: copy it to change it)."""
+        if not isinstance(self.source, str):
+            return self.source
+        tree = parse(self.source)
+        assert isinstance(tree, exp.Query)
+        return tree
 
 
 @dataclass(frozen=True)
@@ -181,10 +214,10 @@ def render(
     tree = query.copy()
     read = {table.name for table in tree.find_all(exp.Table)}
     streamed = dialect in STREAMED_CTE_DIALECTS
-    tables = [_cte(SNAPSHOT, relation.source, streamed)]
+    tables = [_cte(SNAPSHOT, relation.tree, streamed)]
     bound = {**relation.params, **(params or {})}
     if relation.reference is not None and PARENT in read:
-        tables.append(_cte(PARENT, relation.reference.source, streamed))
+        tables.append(_cte(PARENT, relation.reference.tree, streamed))
         bound = {**relation.reference.params, **bound}
     for order in tree.find_all(exp.Order):  # NULLs sort last everywhere, as in DuckDB
         order.set("expressions", [_nulls_last(key) for key in order.expressions])

@@ -45,6 +45,14 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", _loopback_only)
 
 
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each test's own cache folder (what `control run` renders), never the user's."""
+    folder = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("REFLEX_CACHE_DIR", str(folder))
+    return folder
+
+
 def write_snapshot(
     path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None
 ) -> Path:

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from sqlglot import exp
 
 from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml
 from reflex_actions.engines.base import (
@@ -40,7 +39,7 @@ from reflex_actions.engines.base import (
 )
 from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.snapshots import FILE_COLUMN, FORMATS_BY_SUFFIX, SnapshotFile, files_relation
-from reflex_actions.sql import SNAPSHOT, column, quote_identifier, render
+from reflex_actions.sql import SNAPSHOT, column, exp, quote_identifier, render
 from reflex_actions.times import TimeFormatError, parse_instant
 
 # DuckDB is imported where a query runs: defining the kinds and controls (all that

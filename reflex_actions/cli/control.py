@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from reflex_actions.controls import Control, load_control_spec
 from reflex_actions.controls.base import MAX_COUNT, validate_column_name
 from reflex_actions.engines import open_engine
 from reflex_actions.engines.base import FileTarget, TableTarget, Target, table_source
+from reflex_actions.engines.rendering import RenderedStore, keeping_rendered_in
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
     DEFAULT_SAMPLE_SIZE,
@@ -159,8 +161,11 @@ def run_command(
         raise ReflexError("give --snapshot FILE, or a table: --table, --iceberg or --delta")
     if reference is not None and reference_table is not None:
         raise ReflexError("--reference and --reference-table name two parents: give one")
-    engine = open_engine(targets.engine)
-    try:
+    # a run is a process: what it renders is kept on disk for the next (engines.rendering)
+    with (
+        closing(open_engine(targets.engine)) as engine,
+        keeping_rendered_in(RenderedStore.default()),
+    ):
         target = _partition_of(
             FileTarget(snapshot) if snapshot is not None else targets.target(engine),
             partition_column,
@@ -180,8 +185,6 @@ def run_command(
             earlier_counts=_counts(baseline_counts),
             as_of_ms=now_ms() if as_of is None else parse_instant(as_of),
         )
-    finally:
-        engine.close()
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlglot import exp
 
 from reflex_actions.controls.base import (
     MAX_COLUMN_NAME_CHARS,
@@ -22,7 +21,7 @@ from reflex_actions.controls.base import (
     count_field,
     validate_column_name,
 )
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, count_where, param
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, count_where, exp, param
 
 #: corpUserStatus.status of a user who can still act as an owner.
 ACTIVE_STATUS = "ACTIVE"

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from sqlglot import exp
-
 from reflex_actions.controls.base import FieldsControl, count_field
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, exp
 
 
 class UniquenessControl(FieldsControl):

@@ -8,17 +8,15 @@ costs what its cheapest query costs.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqlglot import exp
-
+from reflex_actions.engines.rendering import rendered
 from reflex_actions.errors import ReflexError, SnapshotUnreadableError
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, param
+from reflex_actions.sql import SNAPSHOT, Relation, column, exp, param
 
 if TYPE_CHECKING:
     from reflex_actions.controls import Control
@@ -154,7 +152,7 @@ def partition_of(relation: Relation, target: FileTarget | TableTarget, parameter
     if target.partition_column is None:
         return relation
     name = f"{parameter}_partition"
-    source = relation.source.where(column(target.partition_column).eq(param(name)))
+    source = relation.tree.where(column(target.partition_column).eq(param(name)))
     return replace(
         relation,
         source=source,
@@ -209,88 +207,18 @@ class Engine(ABC):
 
     def evaluate(self, control: Control, relation: Relation, sample_size: int) -> Evaluation:
         """The control's counts on ``relation``, and its sample only when they fail."""
-        query, counts, sample_query = rendered(control, relation, sample_size, self.dialect)
-        rows = self.fetch(counts.sql, counts.bind(relation, query.params))
+        query = rendered(control, relation, sample_size, self.dialect)
+        rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
         rows_scanned, violation_count, *measured = rows[0]
         measures = tuple(measured) if measured else None
         sample: list[tuple[Any, ...]] = []
         if violation_count > control.allowed_violations(rows_scanned):
-            if sample_query is not None:
-                sample = self.fetch(sample_query.sql, sample_query.bind(relation, query.params))
+            if query.sample is not None:
+                sample = self.fetch(query.sample.sql, query.sample.bind(relation, query.params))
                 if query.sample_counted:
                     sample = [(*row, violation_count) for row in sample]
             elif query.sample_is_measures and measures is not None:
                 sample = [measures]
         return Evaluation(int(rows_scanned), int(violation_count), sample, measures)
-
-
-@dataclass(frozen=True)
-class RenderedQuery:
-    """A query rendered in a dialect, and the names of the values it binds."""
-
-    sql: str
-    names: frozenset[str]
-
-    def bind(self, relation: Relation, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The values this query names, from the relation (and its parent) and the control."""
-        parent = relation.reference.params if relation.reference is not None else {}
-        bound = {**parent, **relation.params, **params}
-        return {name: bound[name] for name in self.names}
-
-
-Rendered = tuple[ControlQuery, RenderedQuery, RenderedQuery | None]
-#: Controls compiled and rendered, by control, dialect and the shape of what they read: a
-#: backtest judges hundreds of snapshots of one shape (only the bound file differs), and
-#: compiling and rendering costs ~2 ms a time (a third of a 100k-row snapshot's query).
-_RENDERED: dict[tuple[Any, ...], Rendered] = {}
-_RENDERED_LOCK = threading.Lock()
-MAX_RENDERED = 512
-
-
-def rendered(control: Control, relation: Relation, sample_size: int, dialect: str) -> Rendered:
-    """``control`` compiled against ``relation`` and its queries rendered in ``dialect``:
-    once per shape of relation (everything but its bound values, on which a compiled control
-    never depends)."""
-    key = (
-        type(control),
-        control.model_dump_json(),
-        sample_size,
-        dialect,
-        _shape(relation, dialect),
-    )
-    with _RENDERED_LOCK:
-        found = _RENDERED.get(key)
-    if found is not None:
-        return found
-    query = control.compile(relation, sample_size)
-    made = (query, _rendered(query.counts, relation, query, dialect), None)
-    if query.sample is not None:
-        made = (*made[:2], _rendered(query.sample, relation, query, dialect))
-    with _RENDERED_LOCK:
-        if len(_RENDERED) >= MAX_RENDERED:
-            _RENDERED.clear()
-        _RENDERED[key] = made
-    return made
-
-
-def _rendered(
-    tree: exp.Query, relation: Relation, query: ControlQuery, dialect: str
-) -> RenderedQuery:
-    sql, bound = query.render(tree, relation, dialect)
-    return RenderedQuery(sql, frozenset(bound))
-
-
-def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
-    """What a compiled control may depend on: the relation but its bound values."""
-    return (
-        relation.source.sql(dialect=dialect),
-        tuple(sorted(relation.types.items())),
-        relation.earlier_counts,
-        relation.text_only,
-        relation.as_of_ms,
-        relation.recorded,
-        relation.row_count_is_free,
-        None if relation.reference is None else _shape(relation.reference, dialect),
-    )

@@ -16,8 +16,6 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqlglot import exp
-
 from reflex_actions.engines.base import (
     DeltaTarget,
     Engine,
@@ -30,7 +28,7 @@ from reflex_actions.engines.base import (
 from reflex_actions.engines.lakehouse import IcebergTables, LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.sql import SNAPSHOT, Relation
+from reflex_actions.sql import SNAPSHOT, Relation, exp
 
 if TYPE_CHECKING:
     import duckdb

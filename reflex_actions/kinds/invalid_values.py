@@ -23,7 +23,6 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
-from sqlglot import exp
 
 from reflex_actions.backtest.history import History, LearningSplit, split_for_learning
 from reflex_actions.bounded import excerpt
@@ -41,6 +40,7 @@ from reflex_actions.sql import (
     ControlQuery,
     Relation,
     column,
+    exp,
     indent,
     param,
     quote_identifier,

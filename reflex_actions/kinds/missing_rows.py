@@ -20,7 +20,6 @@ import statistics
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
-from sqlglot import exp
 
 from reflex_actions.backtest.history import (
     History,
@@ -35,7 +34,7 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, param
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, exp, param
 from reflex_actions.vocabulary import display_name
 
 MISSING_ROWS = "missing_rows"

@@ -15,7 +15,6 @@ from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
-from sqlglot import exp
 
 from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
@@ -35,6 +34,7 @@ from reflex_actions.sql import (
     Relation,
     column,
     count_where,
+    exp,
     rows_and_violations,
 )
 from reflex_actions.vocabulary import display_name

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
-from sqlglot import exp
 
 from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
@@ -38,7 +37,7 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
-from reflex_actions.sql import PARENT, SNAPSHOT, ControlQuery, Relation, column, count_where
+from reflex_actions.sql import PARENT, SNAPSHOT, ControlQuery, Relation, column, count_where, exp
 from reflex_actions.vocabulary import display_name
 
 ORPHANED_REFERENCES = "orphaned_references"

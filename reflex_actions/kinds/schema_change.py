@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
-from sqlglot import exp
 
 from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
@@ -63,7 +62,7 @@ from reflex_actions.lessons.words import quotes, unique
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
-from reflex_actions.sql import SNAPSHOT, ControlQuery, RecordedFacts, Relation, param
+from reflex_actions.sql import SNAPSHOT, ControlQuery, RecordedFacts, Relation, exp, param
 from reflex_actions.vocabulary import display_name
 
 SCHEMA_CHANGE = "schema_change"

@@ -27,7 +27,6 @@ from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
-from sqlglot import exp
 
 from reflex_actions.backtest.history import History, split_for_learning
 from reflex_actions.catalog.models import DatasetContext
@@ -44,7 +43,7 @@ from reflex_actions.similarity.fields import FieldMatch, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import schema_signals, source_fields
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, param
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, exp, param
 from reflex_actions.times import (
     MAX_DURATION_SECONDS,
     TimeFormatError,

@@ -179,13 +179,27 @@ def test_compiling_a_control_of_a_kind_module_loads_that_kind_alone(tmp_path: Pa
     ]
 
 
-def test_the_query_model_loads_no_dialect_to_be_imported(tmp_path: Path) -> None:
-    """A dialect is loaded where a query is rendered or parsed, not where the query model is
-    imported (a command rendering PostgreSQL alone never needs DuckDB's)."""
-    code, modules = imported_by(tmp_path, "import reflex_actions.sql")
+def test_the_query_model_loads_no_sqlglot_to_be_imported(tmp_path: Path) -> None:
+    """sqlglot is loaded where a tree is built, rendered or parsed, not where the query model
+    or a control is imported (a run whose SQL is stored never builds a tree)."""
+    code, modules = imported_by(
+        tmp_path, "import reflex_actions.sql, reflex_actions.controls.uniqueness"
+    )
     assert code == 0
-    assert "sqlglot" in modules
-    assert [m for m in modules if m.startswith("sqlglot.") and m.endswith(".duckdb")] == []
+    assert loaded(modules, "sqlglot") == []
+
+
+def test_a_control_run_again_on_a_snapshot_of_the_same_shape_imports_no_sqlglot(
+    tmp_path: Path,
+) -> None:
+    """The first run compiles and renders (sqlglot) and stores the SQL; the next run of the
+    same spec on a snapshot of the same shape reads it back: no sqlglot, the same result."""
+    args = ["control", "run", SPEC, "--snapshot", SNAPSHOT, "--json"]
+    first_code, first = imported_by(tmp_path, RUN_CLI, *args)
+    again_code, again = imported_by(tmp_path, RUN_CLI, *args)
+    assert first_code == again_code == 1
+    assert "sqlglot.generators.duckdb" in first
+    assert loaded(again, "sqlglot") == []
 
 
 #: Runs the CLI with the arguments after its first, and at exit, after every atexit handler the

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reflex_actions.controls.uniqueness import UniquenessControl
-from reflex_actions.engines import base
+from reflex_actions.engines import rendering
 from reflex_actions.engines.base import FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from tests.conftest import write_snapshot
@@ -26,7 +26,7 @@ def test_snapshots_of_one_shape_compile_once_and_another_shape_anew(
         return original(self, relation, sample_size)
 
     monkeypatch.setattr(UniquenessControl, "compile", counting)
-    monkeypatch.setattr(base, "_RENDERED", {})
+    monkeypatch.setattr(rendering, "_RENDERED", {})
     control = UniquenessControl(field="k")
     engine = DuckDBEngine()
     try:

@@ -1,0 +1,292 @@
+"""A control compiled against a relation and rendered in an engine's dialect, kept for reuse.
+
+A backtest judges hundreds of snapshots of one shape (only the bound file differs), and
+compiling and rendering costs ~2 ms a time (a third of a 100k-row snapshot's query): each is
+rendered once per process. ``datahub-reflex control run`` is a process per run, and compiling
+needs sqlglot, ~100 ms to import (a third of the command's start-up): the CLI also keeps what
+it rendered on disk (:class:`RenderedStore`), so running a control again on a snapshot of the
+same shape reads its SQL back and never imports sqlglot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reflex_actions.sql import ControlQuery, Relation
+
+if TYPE_CHECKING:
+    from reflex_actions.controls import Control
+    from reflex_actions.sql import exp
+
+
+@dataclass(frozen=True)
+class RenderedQuery:
+    """A query rendered in a dialect, and the names of the values it binds."""
+
+    sql: str
+    names: frozenset[str]
+
+    def bind(self, relation: Relation, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The values this query names, from the relation (and its parent) and the control."""
+        parent = relation.reference.params if relation.reference is not None else {}
+        bound = {**parent, **relation.params, **params}
+        return {name: bound[name] for name in self.names}
+
+
+@dataclass(frozen=True)
+class RenderedControl:
+    """What an engine runs of a compiled control: its counts, its sample (run only when the
+    counts fail), the control's own bound values, and how the sample reads (``ControlQuery``)."""
+
+    counts: RenderedQuery
+    sample: RenderedQuery | None
+    params: Mapping[str, Any]
+    sample_is_measures: bool = False
+    sample_counted: bool = False
+
+
+#: Rendered controls by control, dialect and the shape of what they read.
+_RENDERED: dict[tuple[Any, ...], RenderedControl] = {}
+_RENDERED_LOCK = threading.Lock()
+MAX_RENDERED = 512
+
+
+def rendered(
+    control: Control, relation: Relation, sample_size: int, dialect: str
+) -> RenderedControl:
+    """``control`` compiled against ``relation`` and its queries rendered in ``dialect``:
+    once per shape of relation (everything but its bound values, on which a compiled control
+    never depends), read from the CLI's store when it rendered that shape before."""
+    shape = _shape(relation, dialect)
+    key = (type(control), control.model_dump_json(), sample_size, dialect, shape)
+    with _RENDERED_LOCK:
+        found = _RENDERED.get(key)
+    if found is not None:
+        return found
+    store = _STORE[0]
+    digest = store.digest(key, type(control)) if store is not None else ""
+    found = store.get(digest) if store is not None else None
+    if found is None:
+        found = _compiled(control, relation, sample_size, dialect)
+        if store is not None:
+            store.put(digest, found)
+    with _RENDERED_LOCK:
+        if len(_RENDERED) >= MAX_RENDERED:
+            _RENDERED.clear()
+        _RENDERED[key] = found
+    return found
+
+
+def _compiled(
+    control: Control, relation: Relation, sample_size: int, dialect: str
+) -> RenderedControl:
+    query = control.compile(relation, sample_size)
+    return RenderedControl(
+        counts=_rendered(query.counts, relation, query, dialect),
+        sample=None if query.sample is None else _rendered(query.sample, relation, query, dialect),
+        params=dict(query.params),
+        sample_is_measures=query.sample_is_measures,
+        sample_counted=query.sample_counted,
+    )
+
+
+def _rendered(
+    tree: exp.Query, relation: Relation, query: ControlQuery, dialect: str
+) -> RenderedQuery:
+    sql, bound = query.render(tree, relation, dialect)
+    return RenderedQuery(sql, frozenset(bound))
+
+
+def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
+    """What a compiled control may depend on: the relation but its bound values."""
+    source = relation.source
+    return (
+        source if isinstance(source, str) else source.sql(dialect=dialect),
+        tuple(sorted(relation.types.items())),
+        relation.earlier_counts,
+        relation.text_only,
+        relation.as_of_ms,
+        relation.recorded,
+        relation.row_count_is_free,
+        None if relation.reference is None else _shape(relation.reference, dialect),
+    )
+
+
+#: The store rendered controls are kept in between processes (None: kept in memory only).
+_STORE: list[RenderedStore | None] = [None]
+#: The layout of a stored entry: a change of it makes every older entry a miss.
+STORE_FORMAT = 1
+
+
+@contextmanager
+def keeping_rendered_in(store: RenderedStore | None) -> Iterator[None]:
+    """Within the block, keep what is rendered in ``store`` too, and read it there first."""
+    before, _STORE[0] = _STORE[0], store
+    try:
+        yield
+    finally:
+        _STORE[0] = before
+
+
+@dataclass(frozen=True)
+class RenderedStore:
+    """Rendered controls on disk, one small JSON file each, named by the digest of everything
+    the SQL may depend on: the control, sample size, dialect and relation's shape, and the
+    code that rendered it (this package's and the control's modules, by size and modification
+    time as Python's bytecode cache checks a module, and sqlglot's installed files), so an
+    upgrade or an edit renders anew.
+
+    Its SQL runs, so the folder must be the user's own: created private, and a folder that
+    someone else owns or may write to is never read or written. A file that is not a
+    well-formed entry is a miss, rendered anew and replaced; only controls whose bound values
+    JSON gives back unchanged are kept; at most ``max_entries`` files, the oldest removed.
+    """
+
+    folder: Path
+    max_entries: int = 256
+
+    @classmethod
+    def default(cls, environ: Mapping[str, str] | None = None) -> RenderedStore | None:
+        """``$REFLEX_CACHE_DIR/rendered`` (set empty: no store), else the user's cache folder
+        (``$XDG_CACHE_HOME``, else ``~/.cache``) ``/datahub-reflex/rendered``."""
+        values = os.environ if environ is None else environ
+        configured = values.get("REFLEX_CACHE_DIR")
+        if configured is not None:
+            return cls(Path(configured) / "rendered") if configured else None
+        base = values.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return cls(Path(base) / "datahub-reflex" / "rendered")
+
+    def digest(self, key: tuple[Any, ...], control: type[Control]) -> str:
+        text = repr((STORE_FORMAT, _code_version(sys.modules[control.__module__].__file__), key))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, digest: str) -> RenderedControl | None:
+        if not self._private():
+            return None
+        try:
+            text = (self.folder / f"{digest}.json").read_text(encoding="utf-8")
+            return _entry(json.loads(text))
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+            return None
+
+    def put(self, digest: str, found: RenderedControl) -> None:
+        if not _exact_json(found.params):
+            return
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self._private():
+                return
+            text = json.dumps(_as_json(found), sort_keys=True)
+            with tempfile.NamedTemporaryFile(
+                "w", encoding="utf-8", dir=self.folder, suffix=".tmp", delete=False
+            ) as handle:
+                handle.write(text)
+            os.replace(handle.name, self.folder / f"{digest}.json")
+            self._prune()
+        except OSError:
+            return  # a store that cannot be written is only slower: the run goes on
+
+    def _private(self) -> bool:
+        """Whether the folder is the user's alone (owned by them, writable by no one else)."""
+        try:
+            status = self.folder.stat()
+        except OSError:
+            return False
+        owned = not hasattr(os, "getuid") or status.st_uid == os.getuid()
+        return owned and not status.st_mode & 0o022
+
+    def _prune(self) -> None:
+        entries = sorted(self.folder.glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
+        for stale in entries[: max(0, len(entries) - self.max_entries)]:
+            stale.unlink(missing_ok=True)
+
+
+@cache
+def _code_version(control_file: str | None) -> tuple[Any, ...]:
+    """Size and modification time of every module that renders a control: this package's,
+    the control's own (a plugin's may live elsewhere) and sqlglot's."""
+    sqlglot = importlib.util.find_spec("sqlglot")
+    folders = [Path(__file__).resolve().parents[1]]
+    if sqlglot is not None and sqlglot.origin is not None:
+        folders.append(Path(sqlglot.origin).parent)
+    stats = [_stat(Path(control_file))] if control_file is not None else []
+    for folder in folders:
+        for directory, subfolders, files in os.walk(folder):
+            subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
+            stats += [_stat(Path(directory, name)) for name in sorted(files) if name[-3:] == ".py"]
+    return tuple(stats)
+
+
+def _stat(path: Path) -> tuple[str, int, int]:
+    try:
+        status = path.stat()
+    except OSError:
+        return (str(path), -1, -1)
+    return (str(path), status.st_size, status.st_mtime_ns)
+
+
+def _as_json(found: RenderedControl) -> dict[str, Any]:
+    def query(rendered_query: RenderedQuery | None) -> dict[str, Any] | None:
+        if rendered_query is None:
+            return None
+        return {"sql": rendered_query.sql, "names": sorted(rendered_query.names)}
+
+    return {
+        "format": STORE_FORMAT,
+        "counts": query(found.counts),
+        "sample": query(found.sample),
+        "params": dict(found.params),
+        "sample_is_measures": found.sample_is_measures,
+        "sample_counted": found.sample_counted,
+    }
+
+
+def _entry(data: Any) -> RenderedControl | None:
+    """A stored entry read back, or None when it is not one this version wrote."""
+
+    def query(value: Any) -> RenderedQuery:
+        if not (isinstance(value["sql"], str) and isinstance(value["names"], list)):
+            raise TypeError("not a rendered query")
+        if not all(isinstance(name, str) for name in value["names"]):
+            raise TypeError("not a rendered query")
+        return RenderedQuery(value["sql"], frozenset(value["names"]))
+
+    flags = (data["sample_is_measures"], data["sample_counted"])
+    if data["format"] != STORE_FORMAT or not all(isinstance(flag, bool) for flag in flags):
+        return None
+    if not isinstance(data["params"], dict):
+        return None
+    return RenderedControl(
+        counts=query(data["counts"]),
+        sample=None if data["sample"] is None else query(data["sample"]),
+        params=data["params"],
+        sample_is_measures=flags[0],
+        sample_counted=flags[1],
+    )
+
+
+def _exact_json(value: Any) -> bool:
+    """Whether JSON gives ``value`` back as it is (same types, same values)."""
+    kind = type(value)
+    if value is None or kind in (str, bool, int):
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list:
+        return all(_exact_json(item) for item in value)
+    if kind is dict:
+        return all(type(k) is str and _exact_json(v) for k, v in value.items())
+    return False
