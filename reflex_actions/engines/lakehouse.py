@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reflex_actions.bounded import excerpt, shorten
 from reflex_actions.engines.base import DeltaTarget, EngineError, IcebergTarget
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
+from reflex_actions.times import iso
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,6 +100,24 @@ def delta_points(path: str) -> list[TablePoint]:
         ) from None
     versions = {entry["version"]: entry.get("timestamp") for entry in history}
     return [TablePoint(version, versions[version]) for version in sorted(versions)]
+
+
+def commit_at(target: LakehouseTarget, at_ms: int) -> LakehouseTarget:
+    """The table at the commit that was its latest at ``at_ms`` (an Iceberg snapshot, a Delta
+    version): what an operation reported at that time landed, the same commit however late
+    the event is handled or replayed. Raise SnapshotNotFoundError when it had none by then."""
+    if isinstance(target, IcebergTarget):
+        points = iceberg_points(load_iceberg_table(target.catalog, target.table))
+    else:
+        points = delta_points(target.path)
+    by_then = [p for p in points if p.committed_ms is not None and p.committed_ms <= at_ms]
+    if not by_then:
+        raise SnapshotNotFoundError(
+            f"{excerpt(target.shown)} has no commit at or before {iso(at_ms)}"
+        )
+    if isinstance(target, IcebergTarget):
+        return replace(target, snapshot=by_then[-1].point)
+    return replace(target, version=by_then[-1].point)
 
 
 def read_arrow(

@@ -188,7 +188,7 @@ class HandlerContext:
         :meth:`table_history` labels. None on another platform, without that setting, or when
         the name leads outside the Delta root. A table that cannot be read gives a history
         with no points saying why (its dataset not evaluable, the others still judged)."""
-        target = self._lakehouse_table(dataset_urn)
+        target = self.lakehouse_table(dataset_urn)
         if target is None:
             return None
         name = display_name(dataset_urn)
@@ -202,7 +202,7 @@ class HandlerContext:
             reason = f"not evaluable: its table's history cannot be read: {error}"
             return unreadable_history(name, target.shown, reason)
 
-    def _lakehouse_table(self, dataset_urn: str) -> IcebergTarget | DeltaTarget | None:
+    def lakehouse_table(self, dataset_urn: str) -> IcebergTarget | DeltaTarget | None:
         """The dataset's Iceberg or Delta table (all its commits), as configured under
         ``histories``; None when it has none there."""
         platform, name = dataset_platform(dataset_urn), display_name(dataset_urn)

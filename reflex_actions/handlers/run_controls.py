@@ -25,6 +25,7 @@ from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.engines.base import Engine, EngineError, FileTarget, TableTarget, Target
+from reflex_actions.engines.lakehouse import commit_at
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
     ControlResult,
@@ -267,15 +268,36 @@ def landed_data(
     partition = operation.partitionSpec.partition if operation.partitionSpec else DEFAULT_PARTITION
     names_file = properties.get("snapshot") or properties.get("snapshot_id")
     if not names_file:
-        on_table = ctx.table_of(urn, None if partition == DEFAULT_PARTITION else partition)
-        if on_table is not None:
-            engine, table = on_table
-            run_id = table.partition or f"live-{iso(operation.timestampMillis)}"
-            return (engine, table), run_id
+        named = None if partition == DEFAULT_PARTITION else partition
+        found = data_at(urn, operation.timestampMillis, ctx, partition=named)
+        if found is not None:
+            return found
         if names_no_data(operation):
             return None, ""
     path, snapshot_id = locate_snapshot(operation, name, platform, ctx.config.landing)
     return (None, FileTarget(path)), snapshot_id
+
+
+def data_at(
+    urn: str, at_ms: int, ctx: HandlerContext, *, partition: str | None = None
+) -> tuple[tuple[Engine | None, Target], str] | None:
+    """Where the dataset's rows are at ``at_ms`` when no file names them, and the run's id:
+    on a platform with an engine its table (or the partition holding ``partition``), for an
+    Iceberg or Delta dataset its table at the commit that was its latest then (read by the
+    embedded engine); None when neither is configured. Raise SnapshotRefused when the
+    lakehouse table cannot be read or had no commit by then."""
+    on_table = ctx.table_of(urn, partition)
+    if on_table is not None:
+        engine, table = on_table
+        return (engine, table), table.partition or f"live-{iso(at_ms)}"
+    lakehouse = ctx.lakehouse_table(urn)
+    if lakehouse is None:
+        return None
+    try:
+        commit = commit_at(lakehouse, at_ms)
+    except ReflexError as error:
+        raise SnapshotRefused(str(error)) from None
+    return (None, commit), commit.snapshot_id
 
 
 def run_on_target(

@@ -35,6 +35,7 @@ from reflex_actions.handlers.landing import SnapshotRefused
 from reflex_actions.handlers.run_controls import (
     CoveredControl,
     covered_control,
+    data_at,
     judge_fact,
     judge_recorded,
     landed_data,
@@ -167,7 +168,8 @@ def _on_latest_snapshot(
     now_ms: int,
 ) -> tuple[ControlResult | None, str | None]:
     """The control, as of the tick, on the data the dataset's latest operation names, or on
-    its live table when its platform has an engine."""
+    its live table when its platform has an engine (an Iceberg or Delta table's latest
+    commit)."""
     dataset = ctx.catalog.dataset(dataset_urn)
     try:
         if dataset is not None and operation is not None:
@@ -175,8 +177,7 @@ def _on_latest_snapshot(
                 operation, dataset_urn, dataset.name, dataset.platform, ctx
             )
         else:
-            table = ctx.table_of(dataset_urn)
-            landed, snapshot_id = (table, f"live-{iso(now_ms)}") if table else (None, "")
+            landed, snapshot_id = data_at(dataset_urn, now_ms, ctx) or (None, "")
     except (SnapshotRefused, EngineError) as refusal:
         return None, str(refusal)
     if landed is None:

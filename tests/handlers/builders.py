@@ -148,22 +148,26 @@ def pending_lesson(catalog: MemoryCatalog, **changes: Any) -> Lesson:
 
 
 def published_lesson(
-    catalog: MemoryCatalog, approved_at: int, control: dict[str, Any] = CONTROL, **changes: Any
+    catalog: MemoryCatalog,
+    approved_at: int,
+    control: dict[str, Any] = CONTROL,
+    dataset: str = PAYMENTS,
+    **changes: Any,
 ) -> Lesson:
-    """A lesson published on PAYMENTS at ``approved_at``, as publishing leaves it: its
+    """A lesson published on ``dataset`` at ``approved_at``, as publishing leaves it: its
     assertion, the dataset's coverage, and the lesson term."""
     published = lesson(
         state=LessonState.PUBLISHED,
         control=control,
         gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
         approval_open=True,
-        published_scope=[PAYMENTS],
+        published_scope=[dataset],
         approved=ApprovedVersion(
             control=control,
-            scope=[PAYMENTS],
+            scope=[dataset],
             actor=STEWARD,
             at=approved_at,
-            digest=ApprovedVersion.digest_of(control, [PAYMENTS]),
+            digest=ApprovedVersion.digest_of(control, [dataset]),
         ),
         **changes,
     )
@@ -172,8 +176,8 @@ def published_lesson(
     )
     seed(
         catalog,
-        assertion_mcp(published, PAYMENTS, parse_control_spec(control), REFLEX),
-        acting_as(REFLEX, PAYMENTS, coverage),
+        assertion_mcp(published, dataset, parse_control_spec(control), REFLEX),
+        acting_as(REFLEX, dataset, coverage),
     )
     return store_lesson(catalog, published)
 
