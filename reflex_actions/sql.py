@@ -183,6 +183,11 @@ class ControlQuery:
     #: each sample row is followed by the counts' ``violation_count`` (a control whose sample
     #: shows that count, e.g. one field's NULL rows, need not count it again)
     sample_counted: bool = False
+    #: ``counts`` returns ``rows_scanned`` alone (a Parquet footer's count) and the sample,
+    #: always run, ends each row with the violation count (its groups' total before the
+    #: limit; no rows: none): a failing check reads its violations once, a passing one as a
+    #: hand-written ``count(*) ... WHERE`` does
+    sample_totals: bool = False
 
     def render(
         self, query: exp.Query, relation: Relation, dialect: str
@@ -196,7 +201,12 @@ class ControlQuery:
         text, _ = render(self.counts, relation, dialect, self.params, pretty=True, shown=True)
         if self.sample is not None:
             sample, _ = render(self.sample, relation, dialect, self.params, pretty=True, shown=True)
-            text += ";\n\n-- only when the counts fail: the worst offenders\n" + sample
+            heading = (
+                "the worst offenders, each with the violation count"
+                if self.sample_totals
+                else "only when the counts fail: the worst offenders"
+            )
+            text += f";\n\n-- {heading}\n" + sample
         return text
 
 

@@ -206,11 +206,19 @@ class Engine(ABC):
         return isinstance(target, self.targets)
 
     def evaluate(self, control: Control, relation: Relation, sample_size: int) -> Evaluation:
-        """The control's counts on ``relation``, and its sample only when they fail."""
+        """The control's counts on ``relation``, and its sample only when they fail (or, for a
+        control whose sample carries its violation count, the row count and the sample)."""
         query = rendered(control, relation, sample_size, self.dialect)
         rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
+        if query.sample_totals and query.sample is not None:
+            (rows_scanned,) = rows[0]
+            sampled = self.fetch(query.sample.sql, query.sample.bind(relation, query.params))
+            violation_count = int(sampled[0][-1]) if sampled else 0
+            failed = violation_count > control.allowed_violations(rows_scanned)
+            sample = [row[:-1] for row in sampled] if failed else []
+            return Evaluation(int(rows_scanned), violation_count, sample, None)
         rows_scanned, violation_count, *measured = rows[0]
         measures = tuple(measured) if measured else None
         sample: list[tuple[Any, ...]] = []

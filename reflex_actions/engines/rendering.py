@@ -56,6 +56,7 @@ class RenderedControl:
     params: Mapping[str, Any]
     sample_is_measures: bool = False
     sample_counted: bool = False
+    sample_totals: bool = False
 
 
 #: Rendered controls by control, dialect and the shape of what they read.
@@ -100,6 +101,7 @@ def _compiled(
         params=dict(query.params),
         sample_is_measures=query.sample_is_measures,
         sample_counted=query.sample_counted,
+        sample_totals=query.sample_totals,
     )
 
 
@@ -128,7 +130,7 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
 #: The store rendered controls are kept in between processes (None: kept in memory only).
 _STORE: list[RenderedStore | None] = [None]
 #: The layout of a stored entry: a change of it makes every older entry a miss.
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 
 
 @contextmanager
@@ -251,6 +253,7 @@ def _as_json(found: RenderedControl) -> dict[str, Any]:
         "params": dict(found.params),
         "sample_is_measures": found.sample_is_measures,
         "sample_counted": found.sample_counted,
+        "sample_totals": found.sample_totals,
     }
 
 
@@ -264,7 +267,7 @@ def _entry(data: Any) -> RenderedControl | None:
             raise TypeError("not a rendered query")
         return RenderedQuery(value["sql"], frozenset(value["names"]))
 
-    flags = (data["sample_is_measures"], data["sample_counted"])
+    flags = (data["sample_is_measures"], data["sample_counted"], data["sample_totals"])
     if data["format"] != STORE_FORMAT or not all(isinstance(flag, bool) for flag in flags):
         return None
     if not isinstance(data["params"], dict):
@@ -275,6 +278,7 @@ def _entry(data: Any) -> RenderedControl | None:
         params=data["params"],
         sample_is_measures=flags[0],
         sample_counted=flags[1],
+        sample_totals=flags[2],
     )
 
 

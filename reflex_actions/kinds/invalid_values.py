@@ -185,9 +185,9 @@ class FieldValuesControl(Control):
         value = Value.of(self.field, column_type)
         condition, params = self.offending(value, column_type)
         invalid = exp.and_(value.column.is_(exp.null()).not_(), exp.paren(condition))
-        counts = rows_and_violations(invalid, relation)
+        occurrences = exp.func("count", exp.Star())
         sample = (
-            exp.select(value.text.as_("value"), exp.func("count", exp.Star()).as_("occurrences"))
+            exp.select(value.text.as_("value"), occurrences.as_("occurrences"))
             .from_(SNAPSHOT)
             .where(invalid.copy())
             .group_by(value.text.copy())
@@ -197,7 +197,21 @@ class FieldValuesControl(Control):
             )
             .limit(sample_size)
         )
-        return ControlQuery(counts=counts, sample=sample, params=params)
+        if relation.row_count_is_free and sample_size > 0:
+            # one scan of the invalid rows, counting and grouping them: the rows are counted
+            # by the footer, and the sample's groups add up to the violation count
+            total = exp.Window(this=exp.func("sum", occurrences.copy()))
+            return ControlQuery(
+                counts=exp.select(exp.func("count", exp.Star()).as_("rows_scanned")).from_(
+                    SNAPSHOT
+                ),
+                sample=sample.select(total.as_("violation_count")),
+                params=params,
+                sample_totals=True,
+            )
+        return ControlQuery(
+            counts=rows_and_violations(invalid, relation), sample=sample, params=params
+        )
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
         value, occurrences = row
