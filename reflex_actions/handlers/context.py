@@ -9,10 +9,13 @@ from functools import cached_property
 from pathlib import Path
 
 from datahub.metadata.schema_classes import (
+    DataPlatformInstanceClass,
     GroupMembershipClass,
     NativeGroupMembershipClass,
     OwnershipClass,
 )
+from datahub.metadata.urns import DataPlatformInstanceUrn
+from datahub.utilities.urns.error import InvalidUrnError
 
 from reflex_actions.backtest.history import (
     LABELS_FILE,
@@ -205,7 +208,7 @@ class HandlerContext:
     def lakehouse_table(self, dataset_urn: str) -> IcebergTarget | DeltaTarget | None:
         """The dataset's Iceberg or Delta table (all its commits), as configured under
         ``histories``; None when it has none there."""
-        platform, name = dataset_platform(dataset_urn), display_name(dataset_urn)
+        platform, name = dataset_platform(dataset_urn), self._name_in_instance(dataset_urn)
         histories = self.config.histories
         if platform == ICEBERG_PLATFORM and histories.iceberg_catalog is not None:
             return IcebergTarget(histories.iceberg_catalog, name)
@@ -217,6 +220,21 @@ class HandlerContext:
             logger.warning("no history for %s: its name leads outside %s", dataset_urn, root)
             return None
         return DeltaTarget(str(table))
+
+    def _name_in_instance(self, dataset_urn: str) -> str:
+        """The urn's name less its platform instance's prefix, as DataHub's sources prefix an
+        instance's datasets (``prod.finance.payments`` of the instance ``prod`` is the table
+        ``finance.payments``); the name itself when no instance is recorded for it."""
+        name = display_name(dataset_urn)
+        recorded = self.catalog.get_aspect(dataset_urn, DataPlatformInstanceClass)
+        if recorded is None or not recorded.instance:
+            return name
+        try:
+            prefix = DataPlatformInstanceUrn.from_string(recorded.instance).instance + "."
+        except InvalidUrnError:
+            logger.warning("%s: its platform instance is not an urn; name kept", dataset_urn)
+            return name
+        return name[len(prefix) :] if name.startswith(prefix) else name
 
     def _labels_file(self, dataset_urn: str) -> Path | None:
         """The ``labels.yaml`` of the dataset's history folder, when it has one: a table's

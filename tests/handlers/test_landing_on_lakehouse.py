@@ -13,16 +13,18 @@ import pyarrow as pa
 import pytest
 from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
+    DataPlatformInstanceClass,
     IncidentInfoClass,
     OperationClass,
     OperationTypeClass,
 )
 
+from reflex_actions.catalog.steward import acting_as
 from reflex_actions.engines.base import DeltaTarget, IcebergTarget
 from reflex_actions.handlers.run_controls import data_at, on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.engines.lakehouse_tables import CATALOG, SCHEMA, txn
-from tests.handlers.builders import add_dataset, change, context, published_lesson
+from tests.handlers.builders import STEWARD, add_dataset, change, context, published_lesson, seed
 
 ON_ICEBERG = "urn:li:dataset:(urn:li:dataPlatform:iceberg,finance.payments,PROD)"
 ON_DELTA = "urn:li:dataset:(urn:li:dataPlatform:delta-lake,payments,PROD)"
@@ -36,9 +38,13 @@ def operation(dataset: str, at: int):
     return change(dataset, landed, time_ms=at)
 
 
-def covered(dataset: str, histories: dict[str, object]):
+def covered(dataset: str, histories: dict[str, object], instance: str | None = None):
     catalog = MemoryCatalog()
     add_dataset(catalog, dataset)
+    if instance is not None:  # as DataHub's sources record a platform instance's datasets
+        platform = "urn:li:dataPlatform:iceberg"
+        recorded = DataPlatformInstanceClass(platform=platform, instance=instance)
+        seed(catalog, acting_as(STEWARD, dataset, recorded))
     published_lesson(catalog, approved_at=APPROVED_AT, dataset=dataset)
     return context(catalog, histories=histories)
 
@@ -199,3 +205,30 @@ def test_a_schema_drifted_commit_is_an_error_run(tmp_path: Path) -> None:
     run = one_run(ctx)
     assert run.result.type == "ERROR" and written(ctx, IncidentInfoClass) == []
     assert "transaction_id" in run.result.error.properties["message"]
+
+
+IN_INSTANCE = "urn:li:dataset:(urn:li:dataPlatform:iceberg,prod_lake.finance.payments,PROD)"
+PROD_LAKE = "urn:li:dataPlatformInstance:(urn:li:dataPlatform:iceberg,prod_lake)"
+
+
+@pytest.mark.parametrize(
+    ("instance", "read"),
+    [(PROD_LAKE, True), (None, False), ("not an urn", False)],
+    ids=["instance-recorded", "no-instance", "malformed-instance"],
+)
+def test_a_platform_instance_s_prefix_is_not_part_of_the_table_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: str | None, read: bool
+) -> None:
+    """DataHub's iceberg source names an instance's dataset ``<instance>.<namespace>.<table>``
+    and records the instance on it: the table read is ``namespace.table``."""
+    _, (duplicated, duplicated_at) = iceberg_table(tmp_path, monkeypatch)
+    ctx = covered(IN_INSTANCE, {"iceberg_catalog": CATALOG}, instance=instance)
+
+    on_operation(operation(IN_INSTANCE, duplicated_at + 5), ctx)
+
+    run = one_run(ctx)
+    if read:
+        assert (run.runId, run.result.type) == (str(duplicated), "FAILURE")
+    else:  # "prod_lake.finance.payments" is no table of the catalog
+        assert run.result.type == "ERROR"
+        assert "prod_lake.finance.payments" in run.result.error.properties["message"]
