@@ -131,6 +131,8 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
 _STORE: list[RenderedStore | None] = [None]
 #: The layout of a stored entry: a change of it makes every older entry a miss.
 STORE_FORMAT = 2
+#: The largest entry read back (a control's two queries are a few kilobytes).
+MAX_ENTRY_BYTES = 1 << 20
 
 
 @contextmanager
@@ -179,19 +181,22 @@ class RenderedStore:
         if not self._private():
             return None
         try:
-            text = (self.folder / f"{digest}.json").read_text(encoding="utf-8")
-            return _entry(json.loads(text))
+            with (self.folder / f"{digest}.json").open("rb") as handle:
+                data = handle.read(MAX_ENTRY_BYTES + 1)
+            if len(data) > MAX_ENTRY_BYTES:
+                return None
+            return _entry(json.loads(data.decode("utf-8")))
         except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
             return None
 
     def put(self, digest: str, found: RenderedControl) -> None:
-        if not _exact_json(found.params):
+        text = json.dumps(_as_json(found), sort_keys=True) if _exact_json(found.params) else ""
+        if not text or len(text.encode()) > MAX_ENTRY_BYTES:
             return
         try:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self._private():
                 return
-            text = json.dumps(_as_json(found), sort_keys=True)
             with tempfile.NamedTemporaryFile(
                 "w", encoding="utf-8", dir=self.folder, suffix=".tmp", delete=False
             ) as handle:

@@ -116,8 +116,9 @@ def test_a_smaller_sample_is_another_entry(
             }
         ),
         "\udcff",
+        json.dumps([1, 2]),
     ],
-    ids=["not-json", "wrong-types", "another-format", "not-utf8"],
+    ids=["not-json", "wrong-types", "another-format", "not-utf8", "a-list"],
 )
 def test_a_corrupt_entry_is_rendered_anew_and_replaced(
     tmp_path: Path,
@@ -155,6 +156,25 @@ def test_a_folder_others_may_write_to_is_never_read(
     assert run(monkeypatch, spec, snapshot) == cold
     assert len(compiles) == 2
     assert json.loads(entry.read_text()) == planted  # and nothing was written there
+
+
+def test_an_entry_larger_than_any_rendered_control_is_not_read(
+    tmp_path: Path,
+    spec: Path,
+    own_cache: Path,
+    compiles: list[bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading is bounded: a well-formed entry padded past the bound (JSON allows trailing
+    blanks) is a miss, never read whole, and its SQL never runs."""
+    snapshot = write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in (1, 1, 2)])
+    cold = run(monkeypatch, spec, snapshot)
+    [entry] = entries(own_cache)
+    planted = json.loads(entry.read_text())
+    planted["counts"] = {"sql": "SELECT 3 AS rows_scanned, 0 AS violation_count", "names": []}
+    entry.write_text(json.dumps(planted) + " " * rendering.MAX_ENTRY_BYTES)
+    assert run(monkeypatch, spec, snapshot) == cold
+    assert len(compiles) == 2
 
 
 def test_changed_code_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
