@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -158,6 +159,11 @@ def view_name(snapshot: SnapshotFile) -> str:
     return f"reflex_file_{digest[:24]}"
 
 
+#: PySpark logs every failed query at ERROR, with its stack, as JSON on stderr (a table not
+#: found included); the engine raises the same failure itself, once, as a Reflex error.
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
 class SparkEngine(Engine):
     name: ClassVar[str] = "spark"
     dialect: ClassVar[str] = "spark"
@@ -170,6 +176,8 @@ class SparkEngine(Engine):
 
     def __init__(self, session: SparkSession, *, owned: bool = False) -> None:
         """An engine on ``session``; it stops the session on close only when ``owned``."""
+        for name in QUERY_CONTEXT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         self.session = session
         self._owned = owned
         self._views: set[str] = set()

@@ -17,6 +17,7 @@ from reflex_actions.controls import parse_control_spec
 from reflex_actions.engines import open_engine
 from reflex_actions.engines.base import EngineError, FileTarget, TableTarget
 from reflex_actions.engines.spark import SparkEngine
+from reflex_actions.errors import SnapshotUnreadableError
 from reflex_actions.executor import run_control
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import rows_as
@@ -75,6 +76,17 @@ def test_over_connect_gives_what_duckdb_gives_on_parquet(
     actual = run_control(control, target, engine=engine, as_of_ms=case.as_of_ms)
     assert _judged(actual) == _judged(expected)
     assert actual.passed is (rows_of == "passing")
+
+
+def test_a_failed_query_is_one_error_without_pyspark_s_logged_copy(
+    engine: SparkEngine, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """PySpark logs each failed query's context as a JSON ERROR on stderr; the engine's error
+    says it once (the table not found), and nothing is printed."""
+    with pytest.raises(SnapshotUnreadableError, match="no_such_table"):
+        engine.fetch("SELECT count(*) FROM no_such_table", {})
+    printed = capfd.readouterr()
+    assert "no_such_table" not in printed.err + printed.out
 
 
 def test_an_unreachable_server_is_a_quick_error_naming_it_without_its_token() -> None:
