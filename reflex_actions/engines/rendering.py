@@ -165,16 +165,23 @@ class RenderedStore:
     @classmethod
     def default(cls, environ: Mapping[str, str] | None = None) -> RenderedStore | None:
         """``$REFLEX_CACHE_DIR/rendered`` (set empty: no store), else the user's cache folder
-        (``$XDG_CACHE_HOME``, else ``~/.cache``) ``/datahub-reflex/rendered``."""
+        (``$XDG_CACHE_HOME``, else ``~/.cache``) ``/datahub-reflex/rendered``; None when the
+        user has no home folder."""
         values = os.environ if environ is None else environ
         configured = values.get("REFLEX_CACHE_DIR")
         if configured is not None:
             return cls(Path(configured) / "rendered") if configured else None
-        base = values.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        base = values.get("XDG_CACHE_HOME")
+        if not base:
+            try:
+                base = str(Path.home() / ".cache")
+            except RuntimeError:  # no home folder to keep a cache in: none is kept
+                return None
         return cls(Path(base) / "datahub-reflex" / "rendered")
 
     def digest(self, key: tuple[Any, ...], control: type[Control]) -> str:
-        text = repr((STORE_FORMAT, _code_version(sys.modules[control.__module__].__file__), key))
+        module = sys.modules.get(control.__module__)
+        text = repr((STORE_FORMAT, _code_version(getattr(module, "__file__", None)), key))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, digest: str) -> RenderedControl | None:

@@ -213,6 +213,14 @@ def test_the_store_keeps_at_most_its_entries_the_newest(tmp_path: Path) -> None:
     assert list(tmp_path.glob("*.tmp")) == []
 
 
+def test_a_user_without_a_home_folder_keeps_no_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert RenderedStore.default({}) is None
+
+
 def test_where_the_store_is(tmp_path: Path) -> None:
     assert RenderedStore.default({"REFLEX_CACHE_DIR": str(tmp_path)}) == RenderedStore(
         tmp_path / "rendered"
