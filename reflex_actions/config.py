@@ -3,6 +3,7 @@ pydantic, read by the handlers and the action alike."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from reflex_actions.times import parse_duration
 #: the actor GMS records for system-client and (with metadata-service auth off) tokenless writes
 DATAHUB_SYSTEM_ACTOR = "urn:li:corpuser:__datahub_system"
 ENVIRONMENT_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+#: The object stores deltalake reads a table from (besides a local folder).
+DELTA_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "file")
 
 
 class _Strict(BaseModel):
@@ -45,14 +50,45 @@ class HistoriesConfig(_Strict):
     #: variables) holding the tables of datasets on DataHub's ``iceberg`` platform, the urn's
     #: name being ``namespace.table``: such a dataset's history is its table's snapshots
     iceberg_catalog: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    #: the folder holding the tables of datasets on DataHub's ``delta-lake`` platform, each at
-    #: ``delta_root / <the urn's name>``: such a dataset's history is its table's versions
-    delta_root: Path | None = None
+    #: where the tables of datasets on DataHub's ``delta-lake`` platform are, each at
+    #: ``delta_root / <the urn's name>``: a local folder, or an object store's URI
+    #: (``s3://bucket/lake``; its credentials from the environment, as deltalake reads them):
+    #: such a dataset's history is its table's versions
+    delta_root: str | None = Field(default=None, min_length=1, max_length=1000)
 
     @field_validator("partition_column")
     @classmethod
     def _a_column(cls, value: str | None) -> str | None:
         return None if value is None else validate_column_name(value)
+
+    @field_validator("delta_root", mode="before")
+    @classmethod
+    def _a_folder_or_uri(cls, value: object) -> object:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, str) and "://" in value:
+            scheme = value.split("://", 1)[0]
+            if scheme not in DELTA_SCHEMES:
+                raise ValueError(
+                    f"delta_root: {scheme[:20]!r} is no object store deltalake reads; "
+                    f"one of {', '.join(DELTA_SCHEMES)}, or a local folder"
+                )
+        return value
+
+    def delta_table(self, name: str) -> str | None:
+        """Where the Delta table of the dataset named ``name`` is: ``delta_root/<name>``, a
+        local folder (resolved) or a URI under the root's; None without a root, or when the
+        name leads outside it."""
+        if self.delta_root is None:
+            return None
+        scheme, separator, rest = self.delta_root.partition("://")
+        if separator:
+            root = rest.rstrip("/")
+            joined = posixpath.normpath(f"{root}/{name}")
+            return f"{scheme}://{joined}" if joined.startswith(root + "/") else None
+        folder = Path(self.delta_root).resolve()
+        table = (folder / name).resolve()
+        return str(table) if table.is_relative_to(folder) and table != folder else None
 
 
 class LandingConfig(_Strict):

@@ -214,12 +214,11 @@ class HandlerContext:
             return IcebergTarget(histories.iceberg_catalog, name)
         if platform != DELTA_PLATFORM or histories.delta_root is None:
             return None
-        root = histories.delta_root.resolve()
-        table = (root / name).resolve()
-        if not table.is_relative_to(root):
-            logger.warning("no history for %s: its name leads outside %s", dataset_urn, root)
+        table = histories.delta_table(name)
+        if table is None:
+            logger.warning("no history for %s: its name leads outside delta_root", dataset_urn)
             return None
-        return DeltaTarget(str(table))
+        return DeltaTarget(table)
 
     def _name_in_instance(self, dataset_urn: str) -> str:
         """The urn's name less its platform instance's prefix, as DataHub's sources prefix an

@@ -18,8 +18,10 @@ from datahub.metadata.schema_classes import (
     OperationClass,
     OperationTypeClass,
 )
+from pydantic import ValidationError
 
 from reflex_actions.catalog.steward import acting_as
+from reflex_actions.config import HistoriesConfig
 from reflex_actions.engines.base import DeltaTarget, IcebergTarget
 from reflex_actions.handlers.run_controls import data_at, on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
@@ -232,3 +234,43 @@ def test_a_platform_instance_s_prefix_is_not_part_of_the_table_name(
     else:  # "prod_lake.finance.payments" is no table of the catalog
         assert run.result.type == "ERROR"
         assert "prod_lake.finance.payments" in run.result.error.properties["message"]
+
+
+def test_a_delta_root_given_as_a_uri_is_read_through_deltalake(tmp_path: Path) -> None:
+    """An object store's root (here ``file://``, read by deltalake's object store as s3:// is):
+    the table is ``<root>/<the urn's name>``."""
+    _, second_at = delta_table(tmp_path / "lake")
+    ctx = covered(ON_DELTA, {"delta_root": f"file://{tmp_path / 'lake'}/"})
+
+    on_operation(operation(ON_DELTA, second_at), ctx)
+
+    run = one_run(ctx)
+    assert (run.runId, run.result.type, run.result.rowCount) == ("1", "FAILURE", 3)
+
+
+@pytest.mark.parametrize(
+    ("root", "name", "table"),
+    [
+        ("s3://bucket/lake", "payments", "s3://bucket/lake/payments"),
+        ("s3://bucket/lake/", "sales/orders", "s3://bucket/lake/sales/orders"),
+        ("s3://bucket/lake", "../other/payments", None),
+        ("s3://bucket/lake", "..", None),
+        ("gs://bucket", "/etc/passwd", "gs://bucket/etc/passwd"),
+    ],
+)
+def test_a_delta_table_under_a_uri_root_stays_under_it(
+    root: str, name: str, table: str | None
+) -> None:
+    assert HistoriesConfig(delta_root=root).delta_table(name) == table
+
+
+def test_a_local_delta_root_keeps_names_inside_it(tmp_path: Path) -> None:
+    config = HistoriesConfig(delta_root=tmp_path)
+    assert config.delta_table("payments") == str((tmp_path / "payments").resolve())
+    assert config.delta_table("../payments") is None
+    assert config.delta_table(".") is None
+
+
+def test_a_delta_root_on_a_store_deltalake_does_not_read_is_refused() -> None:
+    with pytest.raises(ValidationError, match="'ftp' is no object store deltalake reads"):
+        HistoriesConfig(delta_root="ftp://host/lake")
