@@ -129,7 +129,8 @@ class Catalog(ABC):
         self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str
     ) -> None:
         """Set these structured properties on ``urn`` and keep its others, atomically (what the
-        UI's upsertStructuredProperties does). ``actor`` is recorded where the store can."""
+        UI's upsertStructuredProperties does); a property given no values is removed (its
+        removeStructuredProperties). ``actor`` is recorded where the store can."""
 
     @abstractmethod
     def add_owner(self, urn: str, owner: str, ownership_type: str, actor: str) -> None:

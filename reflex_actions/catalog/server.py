@@ -216,7 +216,10 @@ class ServerCatalog(Catalog):
         steward editing the same entity. GMS records the token's user as the actor."""
         patch = _StructuredPropertiesPatch(urn)
         for property_urn, property_values in values.items():
-            patch.set_structured_property(property_urn, list(property_values))
+            if property_values:
+                patch.set_structured_property(property_urn, list(property_values))
+            else:
+                patch.remove_structured_property(property_urn)
         with self._talking(f"set structured properties on {urn}"):
             for mcp in patch.build():
                 self._graph.emit_mcp(mcp)

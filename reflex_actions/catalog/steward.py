@@ -68,10 +68,14 @@ def merge_structured_properties(
     values: Mapping[str, Sequence[str | float]],
     actor: str,
 ) -> StructuredPropertiesClass:
-    """``current`` with ``values`` replacing those properties' assignments, audit-stamped."""
+    """``current`` with ``values`` replacing those properties' assignments, audit-stamped; a
+    property given no values is removed."""
     existing = {p.propertyUrn: p for p in (current.properties if current else [])}
     stamp = _stamp(actor)
     for property_urn, property_values in values.items():
+        if not property_values:
+            existing.pop(property_urn, None)
+            continue
         previous = existing.get(property_urn)
         if previous is not None and list(previous.values) == list(property_values):
             continue  # unchanged: keep its stamps, so an unchanged aspect is not rewritten

@@ -30,6 +30,8 @@ from reflex_actions.vocabulary import (
     APPROVAL,
     CONTROL_SPEC,
     LIFECYCLE,
+    OWNERSHIP_CHANGE_APPROVAL,
+    PROPOSED_OWNER,
     SCOPE,
     VERSION,
     display_name,
@@ -229,6 +231,13 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
     detail = f"version {lesson.approved.number} withdrawn from " + (
         ", ".join(display_name(urn) for urn in withdrawn) or "no dataset"
     )
+    if lesson.ownership_proposals:  # no approval can apply them once retired: none waits
+        for dataset in lesson.ownership_proposals:
+            ctx.out.set_properties(dataset, {PROPOSED_OWNER: [], OWNERSHIP_CHANGE_APPROVAL: []})
+        detail += "; owner proposals withdrawn on " + ", ".join(
+            display_name(urn) for urn in lesson.ownership_proposals
+        )
+        lesson.ownership_proposals = {}
     lesson.record_decision("retired", change.actor, change.time_ms, detail)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s retired by %s", lesson.urn, change.actor)

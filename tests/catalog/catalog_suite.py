@@ -267,6 +267,20 @@ class BaseCatalogConformance:
         values = {p.propertyUrn: p.values for p in properties.properties}
         assert values == {ROOT_CAUSE_STATUS: ["CONFIRMED"], APPROVAL: ["PENDING"]}
 
+    def test_setting_no_values_removes_a_property_and_keeps_the_others(
+        self, catalog: Catalog, estate: Estate
+    ) -> None:
+        term = f"urn:li:glossaryTerm:reflex.lessons.test-{uuid.uuid4().hex[:8]}"
+        catalog.emit(bootstrap_mcps())
+        both = {ROOT_CAUSE_STATUS: ["PROPOSED"], APPROVAL: ["PENDING"]}
+        catalog.set_structured_properties(term, both, estate.carol)
+        catalog.set_structured_properties(term, {APPROVAL: []}, estate.carol)
+        catalog.set_structured_properties(term, {APPROVAL: []}, estate.carol)  # already gone
+        properties = catalog.get_aspect(term, StructuredPropertiesClass)
+        assert properties is not None
+        values = {p.propertyUrn: p.values for p in properties.properties}
+        assert values == {ROOT_CAUSE_STATUS: ["PROPOSED"]}
+
     def test_bootstrap_is_readable_and_idempotent(self, catalog: Catalog) -> None:
         catalog.emit(bootstrap_mcps())
         catalog.emit(bootstrap_mcps())

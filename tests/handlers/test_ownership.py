@@ -19,11 +19,18 @@ from reflex_actions.handlers.assertions import RECURRENCE_TYPE, assertion_urn
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.directives import AddOwner, Emit, SaveLesson, SetProperties, apply
-from reflex_actions.handlers.gates import on_dataset_properties
+from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
 from reflex_actions.handlers.lesson_store import load_lesson, structured_values
 from reflex_actions.handlers.ownership import on_user_status
 from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
-from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER
+from reflex_actions.lessons.model import LessonState
+from reflex_actions.vocabulary import (
+    APPROVAL,
+    LIFECYCLE,
+    OWNERSHIP_CHANGE_APPROVAL,
+    PROPOSED_OWNER,
+    ROOT_CAUSE_STATUS,
+)
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.handlers.builders import (
     INTRUDER,
@@ -156,5 +163,30 @@ def test_a_non_approvers_approval_is_reverted_to_pending_and_refused() -> None:
 
     apply(ctx.out.directives, catalog, ctx.config.service_actor)
     assert structured_values(catalog, PAYMENTS, OWNERSHIP_CHANGE_APPROVAL) == ["PENDING"]
+    owners = catalog.get_aspect(PAYMENTS, OwnershipClass)
+    assert owners is not None and [o.owner for o in owners.owners] == [BOB]
+
+
+def test_retiring_the_lesson_withdraws_its_pending_owner_proposals() -> None:
+    """Once retired, no approval can apply a proposal: none is left waiting on the dataset,
+    and an approval after it changes no ownership."""
+    catalog, ctx, _ = proposal_pending()
+    retire = property_change(
+        LESSON,
+        {ROOT_CAUSE_STATUS: ["CONFIRMED"], APPROVAL: ["APPROVED"]},
+        {LIFECYCLE: ["RETIRED"]},
+        time_ms=SUSPENDED_AT + 5,
+    )
+
+    decide_and_apply(on_lesson_properties, retire, ctx)
+
+    assert structured_values(catalog, PAYMENTS, PROPOSED_OWNER) == []
+    assert structured_values(catalog, PAYMENTS, OWNERSHIP_CHANGE_APPROVAL) == []
+    retired = load_lesson(catalog, LESSON)
+    assert retired is not None and retired.state is LessonState.RETIRED
+    assert retired.ownership_proposals == {}
+    assert "owner proposals withdrawn on finance.payments" in retired.decisions[-1].detail
+
+    decide_and_apply(on_dataset_properties, ownership_decision(STEWARD), context(catalog))
     owners = catalog.get_aspect(PAYMENTS, OwnershipClass)
     assert owners is not None and [o.owner for o in owners.owners] == [BOB]
