@@ -9,6 +9,7 @@ index with its error; the others are still written.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,9 @@ from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.handlers.lesson_store import load_lesson, structured_values, term_title
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.report.site import (
+    DATASETS_FOLDER,
     INDEX,
+    LESSONS_FOLDER,
     ControlRecord,
     DatasetRecord,
     IncidentRecord,
@@ -154,6 +157,7 @@ def write_site(catalog: LiteCatalog, directory: Path) -> dict[str, Any]:
             path = directory / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        removed = _remove_stale_pages(directory, set(pages))
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise ReflexError(f"cannot write the site to {excerpt(str(directory))}: {reason}") from None
@@ -161,8 +165,26 @@ def write_site(catalog: LiteCatalog, directory: Path) -> dict[str, Any]:
         "index": str(directory / INDEX),
         "lessons": len(readable),
         "datasets": len(datasets),
+        "removed": removed,
         "unreadable": [{"urn": r.urn, "error": r.error} for r in lessons if r.error is not None],
     }
+
+
+#: A page this command writes in its lessons/ and datasets/ folders (``page_name``'s form).
+_PAGE_FILE = re.compile(r"^[A-Za-z0-9._-]+-[0-9a-f]{12}\.html$")
+
+
+def _remove_stale_pages(directory: Path, written: set[str]) -> list[str]:
+    """Delete the pages an earlier run wrote that this one did not (a dataset no longer
+    covered): only files of this command's form, in its own folders; the others stay."""
+    removed = []
+    for folder in (LESSONS_FOLDER, DATASETS_FOLDER):
+        for path in sorted((directory / folder).glob("*.html")):
+            relative = f"{folder}/{path.name}"
+            if relative not in written and _PAGE_FILE.match(path.name) and path.is_file():
+                path.unlink()
+                removed.append(relative)
+    return removed
 
 
 @click.command("site")
@@ -175,15 +197,17 @@ def site_command(directory: Path, as_json: bool, catalog: LiteCatalog) -> None:
 
     An index of the lessons, each lesson's page (as its glossary term page in DataHub shows
     it, with its backtest timelines) and each covered dataset's controls and recent runs.
-    Self-contained pages: open DIRECTORY/index.html in a browser.
+    Self-contained pages: open DIRECTORY/index.html in a browser. Pages an earlier run
+    wrote that this one does not (a dataset no longer covered) are removed.
     """
     written = write_site(catalog, directory)
     if as_json:
         print_json(written)
         return
+    removed = f"; removed {len(written['removed'])} stale page(s)" if written["removed"] else ""
     click.echo(
         f"wrote the site of {written['lessons']} lesson(s) and {written['datasets']} "
-        f"dataset(s): {written['index']}"
+        f"dataset(s): {written['index']}{removed}"
     )
     for entry in written["unreadable"]:
         click.echo(terminal_text(f"unreadable lesson {entry['urn']}: {entry['error']}"), err=True)

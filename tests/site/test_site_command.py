@@ -71,6 +71,7 @@ def test_the_site_renders_every_lesson_of_the_demo_store(
         "lessons": len(DEMO_LESSONS),
         "datasets": written["datasets"],
         "unreadable": [],
+        "removed": [],
     }
     index = (tmp_path / "site" / INDEX).read_text()
     published_on = set()
@@ -85,6 +86,29 @@ def test_the_site_renders_every_lesson_of_the_demo_store(
     for dataset in published_on:
         assert (tmp_path / "site" / dataset_path(dataset)).is_file()
         assert f"'{dataset_path(dataset)}'" in index
+
+
+def test_rewriting_the_site_removes_its_stale_pages_and_nothing_else(
+    full_loop: FullLoop, tmp_path: Path
+) -> None:
+    """A page an earlier run wrote for a dataset no longer covered (or a lesson gone) is
+    removed; a file the command never writes stays, even in its folders."""
+    store = store_of(full_loop.workdir)
+    site = tmp_path / "site"
+    gone = "urn:li:dataset:(urn:li:dataPlatform:file,no.longer.covered,PROD)"
+    stale = site / dataset_path(gone)
+    stale.parent.mkdir(parents=True)
+    stale.write_text("<p>a control that no longer runs</p>")
+    notes = site / "datasets" / "notes.html"
+    notes.write_text("mine")
+
+    code, output = run_site(store, site, "--json")
+
+    assert code == 0, output
+    assert json.loads(output)["removed"] == [dataset_path(gone)]
+    assert not stale.exists() and notes.read_text() == "mine"
+    for urn in DEMO_LESSONS:
+        assert (site / lesson_path(urn)).is_file()
 
 
 def test_an_unreadable_lesson_is_listed_with_its_error_and_the_others_are_written(
