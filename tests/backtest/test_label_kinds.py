@@ -3,6 +3,8 @@ for a control, so a day of NULLs is not a missed orphan day, nor a day of orphan
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,33 @@ def test_a_label_kind_is_bounded(tmp_path: Path) -> None:
     )
     with pytest.raises(HistoryError, match="kind"):
         load_history(folder)
+
+
+#: Backtests a uniqueness control on the folder given as its first argument in a fresh
+#: process, then prints whether every kind was loaded (the stale_data kind's module).
+FRESH_BACKTEST = """
+import sys
+from reflex_actions.backtest import backtest, load_history
+from reflex_actions.controls.uniqueness import UniquenessControl
+report = backtest(UniquenessControl(field="order_id"), [load_history(sys.argv[1])])
+print(report.coverage.snapshots, "reflex_actions.kinds.stale_data" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("named", "kinds_loaded"), [(True, True), (False, False)])
+def test_the_controls_kind_is_loaded_only_when_a_label_names_a_kind(
+    tmp_path: Path, named: bool, kinds_loaded: bool
+) -> None:
+    """Loading every registered kind costs a fresh process ~0.2 s; a history whose labels
+    name no kind needs none of them."""
+    folder = history(tmp_path)
+    if not named:
+        (folder / "labels.yaml").write_text("failures: ['2026-03-03', '2026-03-04']\n")
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_BACKTEST, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["4", str(kinds_loaded)]
