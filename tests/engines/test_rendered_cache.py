@@ -13,19 +13,13 @@ from reflex_actions.engines import rendering
 from reflex_actions.engines.base import FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from tests.conftest import write_snapshot
+from tests.engines.compiles import count_compiles
 
 
 def test_snapshots_of_one_shape_compile_once_and_another_shape_anew(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    compiled: list[bool] = []
-    original = UniquenessControl.compile
-
-    def counting(self: UniquenessControl, relation, sample_size: int = 5):  # type: ignore[no-untyped-def]
-        compiled.append(relation.text_only)
-        return original(self, relation, sample_size)
-
-    monkeypatch.setattr(UniquenessControl, "compile", counting)
+    compiled = count_compiles(monkeypatch)
     monkeypatch.setattr(rendering, "_RENDERED", {})
     control = UniquenessControl(field="k")
     engine = DuckDBEngine()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,86 +19,83 @@ from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.engines import rendering
 from reflex_actions.engines.rendering import RenderedControl, RenderedQuery, RenderedStore
 from tests.conftest import write_snapshot
+from tests.engines.compiles import count_compiles
 
 SPEC = "type: uniqueness\nfield: k\n"
 
 
+@dataclass
+class Runs:
+    """``control run --json`` of a uniqueness spec, each as a fresh process starts it (this
+    process's memory of rendered controls emptied: only the disk is shared), the compiles
+    they made and the cache folder."""
+
+    spec: Path
+    cache: Path
+    compiles: list[bool]
+    monkeypatch: pytest.MonkeyPatch
+
+    def __call__(self, snapshot: Path, *options: str) -> dict[str, Any]:
+        self.monkeypatch.setattr(rendering, "_RENDERED", {})
+        result = CliRunner().invoke(
+            cli,
+            ["control", "run", str(self.spec), "--snapshot", str(snapshot), "--json", *options],
+        )
+        assert result.exit_code in (0, 1), result.output
+        payload = json.loads(result.output)
+        payload.pop("elapsed_ms")
+        return payload
+
+    def entries(self) -> list[Path]:
+        return sorted((self.cache / "rendered").glob("*.json"))
+
+    def planted(self, snapshot: Path) -> tuple[dict[str, Any], Path, dict[str, Any]]:
+        """A first run's result, its entry, and that entry saying the snapshot has no
+        violations (what an attacker would store)."""
+        cold = self(snapshot)
+        [entry] = self.entries()
+        planted = json.loads(entry.read_text())
+        planted["counts"] = {"sql": "SELECT 3 AS rows_scanned, 0 AS violation_count", "names": []}
+        return cold, entry, planted
+
+
 @pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Each compile of a uniqueness control (its relation's text_only), with this process's
-    memory of rendered controls emptied before each run: only the disk is shared."""
-    compiled: list[bool] = []
-    original = UniquenessControl.compile
-
-    def counting(self: UniquenessControl, relation, sample_size: int = 5):  # type: ignore[no-untyped-def]
-        compiled.append(relation.text_only)
-        return original(self, relation, sample_size)
-
-    monkeypatch.setattr(UniquenessControl, "compile", counting)
-    return compiled
+def run(tmp_path: Path, own_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Runs:
+    spec = tmp_path / "unique_k.yaml"
+    spec.write_text(SPEC)
+    return Runs(spec, own_cache, count_compiles(monkeypatch), monkeypatch)
 
 
-def run(
-    monkeypatch: pytest.MonkeyPatch, spec: Path, snapshot: Path, *options: str
-) -> dict[str, Any]:
-    """One `control run --json`, as a fresh process would start it: nothing in memory."""
-    monkeypatch.setattr(rendering, "_RENDERED", {})
-    result = CliRunner().invoke(
-        cli, ["control", "run", str(spec), "--snapshot", str(snapshot), "--json", *options]
-    )
-    assert result.exit_code in (0, 1), result.output
-    payload = json.loads(result.output)
-    payload.pop("elapsed_ms")
-    return payload
-
-
-@pytest.fixture
-def spec(tmp_path: Path) -> Path:
-    path = tmp_path / "unique_k.yaml"
-    path.write_text(SPEC)
-    return path
-
-
-def entries(cache: Path) -> list[Path]:
-    return sorted((cache / "rendered").glob("*.json"))
+def snapshot(tmp_path: Path, *keys: int) -> Path:
+    return write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in keys])
 
 
 def test_a_second_run_reads_the_rendered_sql_back_and_gives_the_same_result(
-    tmp_path: Path,
-    spec: Path,
-    own_cache: Path,
-    compiles: list[bool],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, run: Runs
 ) -> None:
-    first = write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in (1, 1, 2, 3, 3, 3)])
+    first = snapshot(tmp_path, 1, 1, 2, 3, 3, 3)
     second = write_snapshot(tmp_path / "b.parquet", [{"k": k} for k in (7, 8, 9)])
-    cold = run(monkeypatch, spec, first)
-    assert compiles == [False]
-    assert len(entries(own_cache)) == 1
-    warm = run(monkeypatch, spec, first)
-    assert compiles == [False]  # read back, not compiled
+    cold = run(first)
+    assert run.compiles == [False]
+    assert len(run.entries()) == 1
+    warm = run(first)
+    assert run.compiles == [False]  # read back, not compiled
     assert warm == cold
     assert (cold["violation_count"], cold["passed"]) == (3, False)
-    other = run(monkeypatch, spec, second)  # another file of the same shape: its own rows
-    assert compiles == [False]
+    other = run(second)  # another file of the same shape: its own rows
+    assert run.compiles == [False]
     assert (other["violation_count"], other["passed"], other["sample"]) == (0, True, [])
     as_text = write_snapshot(tmp_path / "c.csv", [{"k": "x"}, {"k": "x"}])
-    assert run(monkeypatch, spec, as_text)["violation_count"] == 1  # another shape: compiled
-    assert compiles == [False, True]
-    assert len(entries(own_cache)) == 2
+    assert run(as_text)["violation_count"] == 1  # another shape: compiled
+    assert run.compiles == [False, True]
+    assert len(run.entries()) == 2
 
 
-def test_a_smaller_sample_is_another_entry(
-    tmp_path: Path,
-    spec: Path,
-    own_cache: Path,
-    compiles: list[bool],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    snapshot = write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in (1, 1, 2, 2, 3, 3)])
-    assert len(run(monkeypatch, spec, snapshot)["sample"]) == 3
-    assert len(run(monkeypatch, spec, snapshot, "--sample-size", "1")["sample"]) == 1
-    assert len(compiles) == 2
+def test_a_smaller_sample_is_another_entry(tmp_path: Path, run: Runs) -> None:
+    duplicated = snapshot(tmp_path, 1, 1, 2, 2, 3, 3)
+    assert len(run(duplicated)["sample"]) == 3
+    assert len(run(duplicated, "--sample-size", "1")["sample"]) == 1
+    assert len(run.compiles) == 2
 
 
 @pytest.mark.parametrize(
@@ -121,60 +119,37 @@ def test_a_smaller_sample_is_another_entry(
     ids=["not-json", "wrong-types", "another-format", "not-utf8", "a-list"],
 )
 def test_a_corrupt_entry_is_rendered_anew_and_replaced(
-    tmp_path: Path,
-    spec: Path,
-    own_cache: Path,
-    compiles: list[bool],
-    monkeypatch: pytest.MonkeyPatch,
-    stored: str,
+    tmp_path: Path, run: Runs, stored: str
 ) -> None:
-    snapshot = write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in (1, 1, 2)])
-    cold = run(monkeypatch, spec, snapshot)
-    [entry] = entries(own_cache)
+    duplicated = snapshot(tmp_path, 1, 1, 2)
+    cold = run(duplicated)
+    [entry] = run.entries()
     entry.write_bytes(stored.encode("utf-8", "surrogateescape"))
-    assert run(monkeypatch, spec, snapshot) == cold
-    assert len(compiles) == 2
+    assert run(duplicated) == cold
+    assert len(run.compiles) == 2
     assert json.loads(entry.read_text())["counts"]["sql"].startswith("WITH")  # replaced
 
 
-def test_a_folder_others_may_write_to_is_never_read(
-    tmp_path: Path,
-    spec: Path,
-    own_cache: Path,
-    compiles: list[bool],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_folder_others_may_write_to_is_never_read(tmp_path: Path, run: Runs) -> None:
     """Stored SQL runs: in a folder someone else could write, an entry saying the snapshot has
     no violations is not believed."""
-    snapshot = write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in (1, 1, 2)])
-    cold = run(monkeypatch, spec, snapshot)
-    [entry] = entries(own_cache)
-    planted = json.loads(entry.read_text())
-    planted["counts"] = {"sql": "SELECT 3 AS rows_scanned, 0 AS violation_count", "names": []}
+    duplicated = snapshot(tmp_path, 1, 1, 2)
+    cold, entry, planted = run.planted(duplicated)
     entry.write_text(json.dumps(planted))
-    (own_cache / "rendered").chmod(0o777)
-    assert run(monkeypatch, spec, snapshot) == cold
-    assert len(compiles) == 2
+    (run.cache / "rendered").chmod(0o777)
+    assert run(duplicated) == cold
+    assert len(run.compiles) == 2
     assert json.loads(entry.read_text()) == planted  # and nothing was written there
 
 
-def test_an_entry_larger_than_any_rendered_control_is_not_read(
-    tmp_path: Path,
-    spec: Path,
-    own_cache: Path,
-    compiles: list[bool],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_entry_larger_than_any_rendered_control_is_not_read(tmp_path: Path, run: Runs) -> None:
     """Reading is bounded: a well-formed entry padded past the bound (JSON allows trailing
     blanks) is a miss, never read whole, and its SQL never runs."""
-    snapshot = write_snapshot(tmp_path / "a.parquet", [{"k": k} for k in (1, 1, 2)])
-    cold = run(monkeypatch, spec, snapshot)
-    [entry] = entries(own_cache)
-    planted = json.loads(entry.read_text())
-    planted["counts"] = {"sql": "SELECT 3 AS rows_scanned, 0 AS violation_count", "names": []}
+    duplicated = snapshot(tmp_path, 1, 1, 2)
+    cold, entry, planted = run.planted(duplicated)
     entry.write_text(json.dumps(planted) + " " * rendering.MAX_ENTRY_BYTES)
-    assert run(monkeypatch, spec, snapshot) == cold
-    assert len(compiles) == 2
+    assert run(duplicated) == cold
+    assert len(run.compiles) == 2
 
 
 def test_changed_code_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
