@@ -14,7 +14,7 @@ from reflex_actions.controls import Control
 from reflex_actions.executor import run_control
 from reflex_actions.kinds.invalid_values import AcceptedValuesControl, ValueRangeControl
 from reflex_actions.kinds.missing_values import NotNullControl
-from reflex_actions.sql import SHOWN_DIALECT
+from reflex_actions.sql import SHOWN_DIALECT, Relation, shown_sql
 from tests.conformance.control_cases import HOSTILE_NAMES
 from tests.conformance.dialect_rendering import (
     RENDERED_DIALECTS,
@@ -165,3 +165,15 @@ def test_one_field_s_null_rows_are_read_once_for_the_sample_their_count_from_the
     assert {row["null_counts"]["account"] for row in result.sample} == {3}
     _, sample = engine.fetched
     assert sample.count("FROM snapshot") == 1 and "CROSS JOIN" not in sample.upper()
+
+
+def test_a_sample_carrying_the_violation_count_is_shown_as_always_run() -> None:
+    """Shown against a Parquet file (its row count in the footer), the grouped sample runs
+    pass or fail and says so; against a table, only when the counts fail."""
+    control = CONTROLS["accepted_values"]
+    footer = Relation.of("SELECT * FROM read_parquet($snapshot)", row_count_is_free=True)
+    shown = shown_sql(control.compile(footer), footer)
+    assert "-- the worst offenders, each with the violation count" in shown
+    assert "SUM(COUNT(*)) OVER ()" in shown
+    table = Relation.of("SELECT * FROM read_parquet($snapshot)")
+    assert "-- only when the counts fail" in shown_sql(control.compile(table), table)
