@@ -19,10 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 class _LazyModule(ModuleType):
     """A module imported on its first attribute: sqlglot costs a run ~100 ms to import, and a
-    run whose SQL was rendered before (``engines.rendered_store``) builds no tree at all."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
+    run whose SQL was rendered before (``engines.rendering.RenderedStore``) builds no tree."""
 
     def __getattr__(self, attribute: str) -> Any:
         module = importlib.import_module(self.__name__)
