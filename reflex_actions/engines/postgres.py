@@ -160,8 +160,14 @@ class PostgresEngine(Engine):
         self.statement_timeout_s = statement_timeout_s
         self.where, self._password = _describe(conninfo)
         try:
+            # no server-side prepared statements: psycopg prepares a query run five times,
+            # and PostgreSQL's generic plan for a control's bound values ran 1.6x slower than
+            # planning each run with them (bench/RESULTS.md, session 22)
             self.connection: psycopg.Connection[Any] = psycopg.connect(
-                conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                conninfo,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                prepare_threshold=None,
             )
             self.connection.execute(_SETTINGS, {"timeout": f"{int(statement_timeout_s * 1000)}"})
             self.database: str = self.connection.execute(_DATABASE).fetchone()[0]  # type: ignore[index]

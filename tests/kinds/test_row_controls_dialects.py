@@ -14,7 +14,16 @@ from reflex_actions.controls import Control
 from reflex_actions.executor import run_control
 from reflex_actions.kinds.invalid_values import AcceptedValuesControl, ValueRangeControl
 from reflex_actions.kinds.missing_values import NotNullControl
-from reflex_actions.sql import SHOWN_DIALECT, Relation, shown_sql
+from reflex_actions.sql import (
+    EXECUTED_DIALECTS,
+    SHOWN_DIALECT,
+    Relation,
+    column,
+    count_where,
+    exp,
+    render,
+    shown_sql,
+)
 from tests.conformance.control_cases import HOSTILE_NAMES
 from tests.conformance.dialect_rendering import (
     RENDERED_DIALECTS,
@@ -177,3 +186,25 @@ def test_a_sample_carrying_the_violation_count_is_shown_as_always_run() -> None:
     assert "SUM(COUNT(*)) OVER ()" in shown
     table = Relation.of("SELECT * FROM read_parquet($snapshot)")
     assert "-- only when the counts fail" in shown_sql(control.compile(table), table)
+
+
+def test_each_dialect_counts_rows_meeting_a_condition_its_own_way() -> None:
+    """COUNT_IF where the dialect has one, FILTER in PostgreSQL, COUNT(CASE ...) elsewhere:
+    never sqlglot's SUM(CASE ... ELSE 0 END), which is NULL on no rows."""
+    condition = column("a").is_(exp.null())
+    query = exp.select(count_where(condition).as_("n")).from_("snapshot")
+    relation = Relation.of("SELECT * FROM read_parquet($snapshot)", params={"snapshot": "x"})
+    expected = {
+        "duckdb": "COUNT_IF(",
+        "postgres": "COUNT(*) FILTER(WHERE",
+        "spark": "COUNT_IF(",
+        "databricks": "COUNT_IF(",
+        "snowflake": "COUNT_IF(",
+        "bigquery": "COUNTIF(",
+        "trino": "COUNT_IF(",
+        "redshift": "COUNT(CASE WHEN",
+    }
+    for dialect, form in expected.items():
+        sql, _ = render(query, relation, dialect)
+        assert form in sql and "SUM(" not in sql, (dialect, sql)
+    assert set(expected) == {*EXECUTED_DIALECTS, *RENDERED_DIALECTS}
