@@ -5,14 +5,17 @@ aspect changes the router hands to a handler."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.emitter.serialization_helper import pre_json_transform
 from datahub.metadata.schema_classes import (
     AuditStampClass,
+    OperationClass,
+    OperationTypeClass,
     OwnerClass,
     OwnershipClass,
+    PartitionSpecClass,
     StringTypeClass,
     StructuredPropertiesClass,
     StructuredPropertyValueAssignmentClass,
@@ -206,3 +209,27 @@ def context(catalog: MemoryCatalog, **config: Any) -> HandlerContext:
 def kinds(directives: list[Directive]) -> list[str]:
     """The directives' types, in order: the shape of a decision."""
     return [type(d).__name__ for d in directives]
+
+
+_Written = TypeVar("_Written")
+
+
+def landed_on(dataset: str, at: int, partition: str | None = None) -> AspectChange:
+    """An ``operation`` at ``at`` on ``dataset`` naming no file (of ``partition``, if given)."""
+    landed = OperationClass(
+        timestampMillis=at,
+        lastUpdatedTimestamp=at,
+        operationType=OperationTypeClass.INSERT,
+        partitionSpec=PartitionSpecClass(partition=partition) if partition else None,
+    )
+    return change(dataset, landed, time_ms=at)
+
+
+def written(ctx: HandlerContext, aspect: type[_Written]) -> list[_Written]:
+    """The aspects of that class the decision writes, in order."""
+    return [
+        mcp.aspect
+        for directive in ctx.out.directives
+        for mcp in getattr(directive, "mcps", [])
+        if isinstance(mcp.aspect, aspect)
+    ]

@@ -15,8 +15,6 @@ from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
     DataPlatformInstanceClass,
     IncidentInfoClass,
-    OperationClass,
-    OperationTypeClass,
 )
 from pydantic import ValidationError
 
@@ -26,18 +24,19 @@ from reflex_actions.engines.base import DeltaTarget, IcebergTarget
 from reflex_actions.handlers.run_controls import data_at, on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.engines.lakehouse_tables import CATALOG, SCHEMA, txn
-from tests.handlers.builders import STEWARD, add_dataset, change, context, published_lesson, seed
+from tests.handlers.builders import (
+    STEWARD,
+    add_dataset,
+    context,
+    landed_on,
+    published_lesson,
+    seed,
+    written,
+)
 
 ON_ICEBERG = "urn:li:dataset:(urn:li:dataPlatform:iceberg,finance.payments,PROD)"
 ON_DELTA = "urn:li:dataset:(urn:li:dataPlatform:delta-lake,payments,PROD)"
 APPROVED_AT = 100
-
-
-def operation(dataset: str, at: int):
-    landed = OperationClass(
-        timestampMillis=at, lastUpdatedTimestamp=at, operationType=OperationTypeClass.INSERT
-    )
-    return change(dataset, landed, time_ms=at)
 
 
 def covered(dataset: str, histories: dict[str, object], instance: str | None = None):
@@ -49,15 +48,6 @@ def covered(dataset: str, histories: dict[str, object], instance: str | None = N
         seed(catalog, acting_as(STEWARD, dataset, recorded))
     published_lesson(catalog, approved_at=APPROVED_AT, dataset=dataset)
     return context(catalog, histories=histories)
-
-
-def written(ctx, aspect: type) -> list:
-    return [
-        mcp.aspect
-        for directive in ctx.out.directives
-        for mcp in getattr(directive, "mcps", [])
-        if isinstance(mcp.aspect, aspect)
-    ]
 
 
 def one_run(ctx) -> AssertionRunEventClass:
@@ -111,14 +101,14 @@ def test_an_operation_on_an_iceberg_dataset_runs_on_the_snapshot_current_when_it
     histories = {"iceberg_catalog": CATALOG}
 
     early = covered(ON_ICEBERG, histories)
-    on_operation(operation(ON_ICEBERG, clean_at), early)  # handled after the next commit
+    on_operation(landed_on(ON_ICEBERG, clean_at), early)  # handled after the next commit
     run = one_run(early)
     assert run.runId == str(clean)
     assert run.result.type == "SUCCESS" and run.result.rowCount == 2
     assert written(early, IncidentInfoClass) == []
 
     late = covered(ON_ICEBERG, histories)
-    on_operation(operation(ON_ICEBERG, duplicated_at + 5), late)
+    on_operation(landed_on(ON_ICEBERG, duplicated_at + 5), late)
     run = one_run(late)
     assert run.runId == str(duplicated)
     assert run.result.type == "FAILURE"
@@ -134,12 +124,12 @@ def test_an_operation_on_a_delta_dataset_runs_on_the_version_current_when_it_was
     histories = {"delta_root": tmp_path / "lake"}
 
     early = covered(ON_DELTA, histories)
-    on_operation(operation(ON_DELTA, first_at), early)
+    on_operation(landed_on(ON_DELTA, first_at), early)
     run = one_run(early)
     assert (run.runId, run.result.type, run.result.rowCount) == ("0", "SUCCESS", 2)
 
     late = covered(ON_DELTA, histories)
-    on_operation(operation(ON_DELTA, second_at), late)
+    on_operation(landed_on(ON_DELTA, second_at), late)
     run = one_run(late)
     assert (run.runId, run.result.type, run.result.rowCount) == ("1", "FAILURE", 3)
     assert len(written(late, IncidentInfoClass)) == 1
@@ -149,7 +139,7 @@ def test_a_table_with_no_commit_by_then_is_an_error_run_naming_it(tmp_path: Path
     first_at, _ = delta_table(tmp_path / "lake")
     ctx = covered(ON_DELTA, {"delta_root": tmp_path / "lake"})
 
-    on_operation(operation(ON_DELTA, first_at - 60_000), ctx)
+    on_operation(landed_on(ON_DELTA, first_at - 60_000), ctx)
 
     run = one_run(ctx)
     assert run.result.type == "ERROR" and written(ctx, IncidentInfoClass) == []
@@ -159,7 +149,7 @@ def test_a_table_with_no_commit_by_then_is_an_error_run_naming_it(tmp_path: Path
 def test_a_missing_table_is_an_error_run_never_an_incident(tmp_path: Path) -> None:
     ctx = covered(ON_DELTA, {"delta_root": tmp_path / "lake"})  # nothing written there
 
-    on_operation(operation(ON_DELTA, 10_000), ctx)
+    on_operation(landed_on(ON_DELTA, 10_000), ctx)
 
     run = one_run(ctx)
     assert run.result.type == "ERROR" and written(ctx, IncidentInfoClass) == []
@@ -169,7 +159,7 @@ def test_a_missing_table_is_an_error_run_never_an_incident(tmp_path: Path) -> No
 def test_without_a_lakehouse_setting_the_operation_is_skipped(tmp_path: Path) -> None:
     delta_table(tmp_path / "lake")
     ctx = covered(ON_DELTA, {})
-    on_operation(operation(ON_DELTA, int(time.time() * 1000)), ctx)
+    on_operation(landed_on(ON_DELTA, int(time.time() * 1000)), ctx)
     assert ctx.out.directives == []
 
 
@@ -202,7 +192,7 @@ def test_a_schema_drifted_commit_is_an_error_run(tmp_path: Path) -> None:
     write_deltalake(str(path), pa.table({"txn_ref": ["t0"]}))
     ctx = covered(ON_DELTA, {"delta_root": tmp_path / "lake"})
 
-    on_operation(operation(ON_DELTA, int(time.time() * 1000) + 1000), ctx)
+    on_operation(landed_on(ON_DELTA, int(time.time() * 1000) + 1000), ctx)
 
     run = one_run(ctx)
     assert run.result.type == "ERROR" and written(ctx, IncidentInfoClass) == []
@@ -226,7 +216,7 @@ def test_a_platform_instance_s_prefix_is_not_part_of_the_table_name(
     _, (duplicated, duplicated_at) = iceberg_table(tmp_path, monkeypatch)
     ctx = covered(IN_INSTANCE, {"iceberg_catalog": CATALOG}, instance=instance)
 
-    on_operation(operation(IN_INSTANCE, duplicated_at + 5), ctx)
+    on_operation(landed_on(IN_INSTANCE, duplicated_at + 5), ctx)
 
     run = one_run(ctx)
     if read:
@@ -242,7 +232,7 @@ def test_a_delta_root_given_as_a_uri_is_read_through_deltalake(tmp_path: Path) -
     _, second_at = delta_table(tmp_path / "lake")
     ctx = covered(ON_DELTA, {"delta_root": f"file://{tmp_path / 'lake'}/"})
 
-    on_operation(operation(ON_DELTA, second_at), ctx)
+    on_operation(landed_on(ON_DELTA, second_at), ctx)
 
     run = one_run(ctx)
     assert (run.runId, run.result.type, run.result.rowCount) == ("1", "FAILURE", 3)

@@ -4,26 +4,28 @@ platform has an engine runs the control on the live table, or on the partition i
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 import pytest
 from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
     IncidentInfoClass,
-    OperationClass,
-    OperationTypeClass,
-    PartitionSpecClass,
 )
 
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.handlers.run_controls import on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
-from tests.handlers.builders import LESSON, PAYMENTS, add_dataset, change, context, published_lesson
+from tests.handlers.builders import (
+    LESSON,
+    PAYMENTS,
+    add_dataset,
+    context,
+    landed_on,
+    published_lesson,
+    written,
+)
 
 __all__ = ["postgres_server"]  # the session fixture, used by name below
 
-_Aspect = TypeVar("_Aspect")
 APPROVED_AT = 100
 URL_VARIABLE = "REFLEX_TEST_LANDING_PG_URL"
 ON_POSTGRES = {"platform": "snowflake", "engine": "postgres", "connection": {"url": URL_VARIABLE}}
@@ -42,31 +44,11 @@ def payments_table(postgres_server: PostgresServer) -> PostgresServer:
     return postgres_server
 
 
-def operation(at: int, partition: str | None = None):
-    landed = OperationClass(
-        timestampMillis=at,
-        lastUpdatedTimestamp=at,
-        operationType=OperationTypeClass.INSERT,
-        partitionSpec=PartitionSpecClass(partition=partition) if partition else None,
-    )
-    return change(PAYMENTS, landed, time_ms=at)
-
-
 def covered(**config: object) -> tuple[MemoryCatalog, object]:
     catalog = MemoryCatalog()
     add_dataset(catalog, PAYMENTS)
     published_lesson(catalog, approved_at=APPROVED_AT)
     return catalog, context(catalog, **config)
-
-
-def written(ctx, aspect: type[_Aspect]) -> list[_Aspect]:
-    """The aspects of that class the decision writes, in order."""
-    return [
-        mcp.aspect
-        for directive in ctx.out.directives
-        for mcp in getattr(directive, "mcps", [])
-        if isinstance(mcp.aspect, aspect)
-    ]
 
 
 def run_events(ctx) -> list[AssertionRunEventClass]:
@@ -83,7 +65,7 @@ def test_an_operation_naming_no_file_runs_the_control_on_the_live_table(
     monkeypatch.setenv(URL_VARIABLE, payments_table.url())
     _, ctx = covered(engines=[ON_POSTGRES])
 
-    on_operation(operation(APPROVED_AT + 1), ctx)
+    on_operation(landed_on(PAYMENTS, APPROVED_AT + 1), ctx)
 
     (run,) = run_events(ctx)
     assert run.asserteeUrn == PAYMENTS and run.assertionUrn == assertion_urn(LESSON, PAYMENTS)
@@ -100,13 +82,13 @@ def test_a_partition_is_judged_alone_when_the_partition_column_is_configured(
     monkeypatch.setenv(URL_VARIABLE, payments_table.url())
     histories = {"partition_column": "load_date"}
     _, clean_ctx = covered(engines=[ON_POSTGRES], histories=histories)
-    on_operation(operation(APPROVED_AT + 1, partition="2026-09-01"), clean_ctx)
+    on_operation(landed_on(PAYMENTS, APPROVED_AT + 1, partition="2026-09-01"), clean_ctx)
     (clean,) = run_events(clean_ctx)
     assert clean.result.type == "SUCCESS" and clean.result.rowCount == 2
     assert clean.runId == "2026-09-01" and incidents(clean_ctx) == []
 
     _, dirty_ctx = covered(engines=[ON_POSTGRES], histories=histories)
-    on_operation(operation(APPROVED_AT + 2, partition="2026-09-02"), dirty_ctx)
+    on_operation(landed_on(PAYMENTS, APPROVED_AT + 2, partition="2026-09-02"), dirty_ctx)
     (dirty,) = run_events(dirty_ctx)
     assert dirty.result.type == "FAILURE" and dirty.result.nativeResults["violation_count"] == "1"
 
@@ -117,7 +99,7 @@ def test_an_unset_connection_variable_is_an_error_run_naming_it_never_an_inciden
     monkeypatch.delenv(URL_VARIABLE, raising=False)
     _, ctx = covered(engines=[ON_POSTGRES])
 
-    on_operation(operation(APPROVED_AT + 1), ctx)
+    on_operation(landed_on(PAYMENTS, APPROVED_AT + 1), ctx)
 
     (run,) = run_events(ctx)
     assert run.result.type == "ERROR" and incidents(ctx) == []
@@ -126,5 +108,5 @@ def test_an_unset_connection_variable_is_an_error_run_naming_it_never_an_inciden
 
 def test_without_an_engine_an_operation_naming_no_file_is_skipped() -> None:
     _, ctx = covered()
-    on_operation(operation(APPROVED_AT + 1), ctx)
+    on_operation(landed_on(PAYMENTS, APPROVED_AT + 1), ctx)
     assert ctx.out.directives == []

@@ -13,7 +13,7 @@ import pytest
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.proposal import propose
 from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
-from reflex_actions.lessons.model import LessonState
+from reflex_actions.lessons.model import Lesson, LessonState
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.conftest import write_snapshot
 from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
@@ -86,17 +86,22 @@ def estate(tmp_path: Path) -> Iterator[HandlerContext]:
         engine.close()
 
 
-def test_a_child_table_is_backtested_against_the_same_partition_of_its_parent_table(
-    shop: PostgresServer, estate: HandlerContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(URL_VARIABLE, shop.url())
-    proposed = lesson(
+def confirmed_on_orders(control: dict[str, object]) -> Lesson:
+    """An orphaned-references lesson from shop.orders, its root cause confirmed."""
+    return lesson(
         state=LessonState.CONFIRMED,
         source_dataset=ORDERS,
         affected_assets=[ORDERS],
         failure_pattern=ORPHANED_REFERENCES,
-        control=CONTROL,
+        control=control,
     )
+
+
+def test_a_child_table_is_backtested_against_the_same_partition_of_its_parent_table(
+    shop: PostgresServer, estate: HandlerContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(URL_VARIABLE, shop.url())
+    proposed = confirmed_on_orders(CONTROL)
 
     propose(proposed, estate)
 
@@ -120,12 +125,8 @@ def test_a_parent_table_without_the_partition_column_leaves_the_child_not_evalua
     create_table(shop, ("shop", "accounts"), [{"transaction_id": "t1"}])
     accounts = "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.accounts,PROD)"
     add_dataset(estate.catalog, accounts)
-    proposed = lesson(
-        state=LessonState.CONFIRMED,
-        source_dataset=ORDERS,
-        affected_assets=[ORDERS],
-        failure_pattern=ORPHANED_REFERENCES,
-        control={**CONTROL, "references": {"dataset": accounts, "field": "transaction_id"}},
+    proposed = confirmed_on_orders(
+        {**CONTROL, "references": {"dataset": accounts, "field": "transaction_id"}}
     )
 
     propose(proposed, estate)
@@ -152,13 +153,7 @@ def test_children_on_two_engines_are_each_checked_against_the_parent_their_engin
     (root / "shop.returns" / "labels.yaml").write_text("failures: [2026-09-02]\n")
     returns = "urn:li:dataset:(urn:li:dataPlatform:s3,shop.returns,PROD)"
     add_dataset(estate.catalog, returns)
-    proposed = lesson(
-        state=LessonState.CONFIRMED,
-        source_dataset=ORDERS,
-        affected_assets=[ORDERS],
-        failure_pattern=ORPHANED_REFERENCES,
-        control=CONTROL,
-    )
+    proposed = confirmed_on_orders(CONTROL)
 
     propose(proposed, estate, scope=[ORDERS, returns])
 
