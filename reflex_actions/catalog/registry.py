@@ -7,11 +7,10 @@ configuration names.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from reflex_actions.catalog.base import Catalog, CatalogError
-from reflex_actions.plugins import load_plugin
+from reflex_actions.plugins import entry_points_in, load_plugin
 
 if TYPE_CHECKING:
     from datahub.ingestion.graph.client import DataHubGraph
@@ -22,7 +21,7 @@ ENTRY_POINT_GROUP = "reflex_actions.catalogs"
 
 
 def store_class(name: str) -> type[Catalog]:
-    points = {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
+    points = {point.name: point for point in entry_points_in(ENTRY_POINT_GROUP)}
     if name not in points:
         known = ", ".join(sorted(points))
         raise CatalogError(f"no catalog store {name!r}; registered: {known}")

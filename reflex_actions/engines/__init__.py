@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from reflex_actions.engines.base import EngineError
-from reflex_actions.plugins import load_plugin
+from reflex_actions.plugins import entry_points_in, load_plugin
 
 if TYPE_CHECKING:
     from reflex_actions.engines.base import Engine
@@ -23,14 +22,14 @@ DEFAULT_ENGINE = "duckdb"
 
 
 def registered_engines() -> list[str]:
-    return sorted(point.name for point in entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(point.name for point in entry_points_in(ENTRY_POINT_GROUP))
 
 
 def engine_class(name: str) -> type[Engine]:
     """The engine registered as ``name``; EngineError naming the known ones otherwise."""
     from reflex_actions.engines.base import Engine
 
-    points = {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
+    points = {point.name: point for point in entry_points_in(ENTRY_POINT_GROUP)}
     if name not in points:
         raise EngineError(f"no engine {name!r}; registered: {', '.join(sorted(points))}")
     return load_plugin(points[name], Engine, "engine", EngineError)

@@ -14,12 +14,12 @@ among the kinds, and once the kinds are loaded every declaration must agree with
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING
 
 from reflex_actions.errors import ReflexError
 from reflex_actions.patterns import UNKNOWN_PATTERN
-from reflex_actions.plugins import load_plugin
+from reflex_actions.plugins import entry_points_in, load_plugin
 
 if TYPE_CHECKING:
     from reflex_actions.controls import Control
@@ -40,7 +40,7 @@ def registered_kinds() -> tuple[LessonKind, ...]:
 
     kinds: dict[str, LessonKind] = {}
     owners: dict[str, str] = {}  # control type -> pattern
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in entry_points_in(ENTRY_POINT_GROUP):
         kind = load_plugin(point, LessonKind, "lesson kind", KindError)()
         if kind.pattern == UNKNOWN_PATTERN or kind.pattern in kinds:
             raise KindError(f"lesson kind {point.name}: pattern {kind.pattern!r} is taken")
@@ -81,7 +81,7 @@ def declared_controls() -> dict[str, EntryPoint]:
     importing nothing). A package may be installed twice (an editable install beside a test's
     declarations): the same place twice is one declaration, two places an error."""
     declared: dict[str, EntryPoint] = {}
-    for point in entry_points(group=CONTROL_ENTRY_POINT_GROUP):
+    for point in entry_points_in(CONTROL_ENTRY_POINT_GROUP):
         first = declared.setdefault(point.name, point)
         if first.value != point.value:
             raise KindError(

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from reflex_actions.kinds import declared_controls, registered_kinds
+from reflex_actions.plugins import rescan_plugins
 from tests.controls.declared import write_declarations
 from tests.kinds.conftest import install_kinds
 
@@ -16,6 +17,7 @@ __all__ = ["declare_controls", "install_kinds"]
 
 
 def _forget_registry() -> None:
+    rescan_plugins()
     declared_controls.cache_clear()
     registered_kinds.cache_clear()
 

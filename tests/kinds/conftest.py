@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from reflex_actions.kinds import ENTRY_POINT_GROUP, registered_kinds
+from reflex_actions.plugins import rescan_plugins
 
 DISTRIBUTION = "reflex_test_kinds-0.0.dist-info"
 ENTRY_POINT = "empty_table = tests.plugin_kinds.empty_table:EmptyTableKind"
@@ -28,6 +29,7 @@ def install_kinds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
         (info / "entry_points.txt").write_text(
             f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{line}\n" for line in entry_points)
         )
+        rescan_plugins()
         registered_kinds.cache_clear()
 
     sys.path.insert(0, str(site))
