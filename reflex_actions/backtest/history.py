@@ -346,9 +346,9 @@ def iceberg_history(
 ) -> History:
     """An Iceberg table's history: one point per snapshot, oldest first, each judged as of its
     commit time; the dataset name defaults to the table's name."""
-    from reflex_actions.engines.lakehouse import iceberg_points, load_iceberg_table
+    from reflex_actions.engines.lakehouse import ICEBERG_TABLES, iceberg_points
 
-    committed = iceberg_points(load_iceberg_table(catalog, table))
+    committed = iceberg_points(ICEBERG_TABLES.table(catalog, table))
     points = [HistoryPoint(str(p.point), IcebergTarget(catalog, table, p.point)) for p in committed]
     times = {str(p.point): p.committed_ms for p in committed if p.committed_ms is not None}
     return _table_history(

@@ -25,7 +25,7 @@ from reflex_actions.engines.base import (
     needed_columns,
     partition_of,
 )
-from reflex_actions.engines.lakehouse import IcebergTables, LakehouseTarget, read_arrow
+from reflex_actions.engines.lakehouse import LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import SNAPSHOT, Relation, exp
@@ -47,7 +47,6 @@ class DuckDBEngine(Engine):
 
         self._owned = connection is None
         self.connection = connection if connection is not None else duckdb.connect()
-        self._iceberg = IcebergTables()
         #: parameter -> the name of the Arrow table registered for it
         self._registered: dict[str, str] = {}
 
@@ -67,7 +66,7 @@ class DuckDBEngine(Engine):
     ) -> Relation:
         """The snapshot or version as an Arrow table registered on this connection in place of
         the one read before under ``parameter``, with its column types as DuckDB reads them."""
-        table = read_arrow(target, required, self._iceberg)
+        table = read_arrow(target, required)
         if parameter in self._registered:
             self.connection.unregister(self._registered.pop(parameter))
         name = f"reflex_{parameter}_{next(_REGISTERED)}"
@@ -86,11 +85,9 @@ class DuckDBEngine(Engine):
             raise SnapshotUnreadableError(first_line(error)) from None
 
     def worker(self) -> DuckDBEngine:
-        """A cursor on the same database: one memory limit and spill folder bound them all;
-        the Iceberg tables loaded are shared."""
+        """A cursor on the same database: one memory limit and spill folder bound them all."""
         worker = DuckDBEngine(self.connection.cursor())
         worker._owned = True
-        worker._iceberg = self._iceberg
         return worker
 
     def close(self) -> None:

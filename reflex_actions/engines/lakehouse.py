@@ -41,19 +41,32 @@ def _reason(error: BaseException) -> str:
 
 
 class IcebergTables:
-    """Iceberg tables loaded once per catalog and name, shared by an engine's workers (a loaded
-    table holds every snapshot's metadata; scanning one is read-only)."""
+    """Iceberg tables as last loaded, by catalog and name, shared by every engine of the
+    process. A snapshot never changes, so a table loaded once reads every snapshot it lists (a
+    backtest's hundreds, a landing's commit picked by :func:`commit_at`) with no second
+    catalog read; asked for its current snapshot, or one it does not list (committed since),
+    it is loaded anew. At most ``max_tables`` are kept (a loaded table holds every snapshot's
+    metadata, never rows)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_tables: int = 64) -> None:
+        self.max_tables = max_tables
         self._loaded: dict[tuple[str, str], IcebergTable] = {}
         self._lock = threading.Lock()
 
-    def table(self, catalog: str, name: str) -> IcebergTable:
+    def table(self, catalog: str, name: str, snapshot: int | None = None) -> IcebergTable:
         key = (catalog, name)
-        with self._lock:
-            if key not in self._loaded:
-                self._loaded[key] = load_iceberg_table(catalog, name)
-            return self._loaded[key]
+        with self._lock:  # held while loading: concurrent workers load a table once
+            loaded = self._loaded.pop(key, None)
+            if loaded is None or snapshot is None or loaded.snapshot_by_id(snapshot) is None:
+                loaded = load_iceberg_table(catalog, name)
+            self._loaded[key] = loaded  # the most recently used last
+            while len(self._loaded) > self.max_tables:
+                del self._loaded[next(iter(self._loaded))]
+            return loaded
+
+
+#: The Iceberg tables this process loaded.
+ICEBERG_TABLES = IcebergTables()
 
 
 def load_iceberg_table(catalog: str, name: str) -> IcebergTable:
@@ -107,7 +120,7 @@ def commit_at(target: LakehouseTarget, at_ms: int) -> LakehouseTarget:
     version): what an operation reported at that time landed, the same commit however late
     the event is handled or replayed. Raise SnapshotNotFoundError when it had none by then."""
     if isinstance(target, IcebergTarget):
-        points = iceberg_points(load_iceberg_table(target.catalog, target.table))
+        points = iceberg_points(ICEBERG_TABLES.table(target.catalog, target.table))
     else:
         points = delta_points(target.path)
     by_then = [p for p in points if p.committed_ms is not None and p.committed_ms <= at_ms]
@@ -120,14 +133,12 @@ def commit_at(target: LakehouseTarget, at_ms: int) -> LakehouseTarget:
     return replace(target, version=by_then[-1].point)
 
 
-def read_arrow(
-    target: LakehouseTarget, columns: Sequence[str], iceberg: IcebergTables | None = None
-) -> pa.Table:
+def read_arrow(target: LakehouseTarget, columns: Sequence[str]) -> pa.Table:
     """The target's snapshot or version as Arrow: only ``columns`` when it names any (every
     column otherwise: a control naming none counts rows or reads the whole schema); raise
     SchemaDriftError when it lacks one of them."""
     if isinstance(target, IcebergTarget):
-        return _read_iceberg(target, columns, iceberg or IcebergTables())
+        return _read_iceberg(target, columns)
     return _read_delta(target, columns)
 
 
@@ -137,8 +148,8 @@ def _check_columns(target: LakehouseTarget, available: list[str], required: Sequ
         raise SchemaDriftError(target.shown, missing, available)
 
 
-def _read_iceberg(target: IcebergTarget, columns: Sequence[str], tables: IcebergTables) -> pa.Table:
-    table = tables.table(target.catalog, target.table)
+def _read_iceberg(target: IcebergTarget, columns: Sequence[str]) -> pa.Table:
+    table = ICEBERG_TABLES.table(target.catalog, target.table, target.snapshot)
     snapshot = table.snapshot_by_id(target.snapshot) if target.snapshot is not None else None
     if target.snapshot is not None and snapshot is None:
         raise SnapshotNotFoundError(

@@ -4,6 +4,7 @@ control runs on one snapshot or version as `control run` runs it on a file."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import pytest
@@ -14,12 +15,16 @@ from reflex_actions.backtest.history import iceberg_history as load_iceberg_hist
 from reflex_actions.cli.targets import TargetOptions, open_target, target_options
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
+from reflex_actions.engines import lakehouse
 from reflex_actions.engines.base import DeltaTarget, EngineError, FileTarget, IcebergTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
-from reflex_actions.engines.lakehouse import load_iceberg_table
+from reflex_actions.engines.lakehouse import IcebergTables, load_iceberg_table
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
-from tests.engines.lakehouse_tables import delta_history, iceberg_history
+from tests.engines.lakehouse_tables import SCHEMA, delta_history, iceberg_history, txn
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table as IcebergTable
 
 TXN = UniquenessControl(field="transaction_id")
 
@@ -239,3 +244,33 @@ def test_an_engine_reading_no_lakehouse_table_refuses_one_naming_it() -> None:
             TargetOptions(delta="d", version=2).target(engine)
     finally:
         engine.close()
+
+
+def test_a_loaded_iceberg_table_reads_the_snapshots_it_lists_and_is_loaded_anew_for_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = iceberg_history(tmp_path, monkeypatch)
+    loads: list[str] = []
+
+    def counted(catalog: str, name: str) -> IcebergTable:
+        loads.append(name)
+        return load_iceberg_table(catalog, name)
+
+    monkeypatch.setattr(lakehouse, "load_iceberg_table", counted)
+    tables = IcebergTables(max_tables=1)
+    first = tables.table(table.catalog, table.table, table.clean)
+    assert tables.table(table.catalog, table.table, table.duplicated) is first
+    assert len(loads) == 1  # every snapshot it lists is read with one catalog read
+
+    load_iceberg_table(table.catalog, table.table).append(txn("t7"))  # committed since
+    newest = load_iceberg_table(table.catalog, table.table).current_snapshot().snapshot_id
+    assert tables.table(table.catalog, table.table, newest).snapshot_by_id(newest) is not None
+    assert len(loads) == 2
+    current = tables.table(table.catalog, table.table)  # the current one: always asked anew
+    assert len(loads) == 3 and current.current_snapshot().snapshot_id == newest
+
+    refunds = first.catalog.create_table("finance.refunds", schema=SCHEMA)
+    refunds.append(txn("r0"))
+    tables.table(table.catalog, "finance.refunds", refunds.current_snapshot().snapshot_id)
+    tables.table(table.catalog, table.table, table.clean)  # refunds took its place
+    assert loads[3:] == ["finance.refunds", table.table]

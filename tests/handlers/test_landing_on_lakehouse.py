@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.config import HistoriesConfig
+from reflex_actions.engines import lakehouse
 from reflex_actions.engines.base import DeltaTarget, IcebergTarget
 from reflex_actions.handlers.run_controls import data_at, on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
@@ -33,6 +35,9 @@ from tests.handlers.builders import (
     seed,
     written,
 )
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table as IcebergTable
 
 ON_ICEBERG = "urn:li:dataset:(urn:li:dataPlatform:iceberg,finance.payments,PROD)"
 ON_DELTA = "urn:li:dataset:(urn:li:dataPlatform:delta-lake,payments,PROD)"
@@ -264,3 +269,25 @@ def test_a_local_delta_root_keeps_names_inside_it(tmp_path: Path) -> None:
 def test_a_delta_root_on_a_store_deltalake_does_not_read_is_refused() -> None:
     with pytest.raises(ValidationError, match="'ftp' is no object store deltalake reads"):
         HistoriesConfig(delta_root="ftp://host/lake")
+
+
+def test_a_landing_on_an_iceberg_dataset_reads_its_table_from_the_catalog_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit is picked and read on one load of the table (a catalog read may be a network
+    call, e.g. a REST catalog)."""
+    _, (duplicated, duplicated_at) = iceberg_table(tmp_path, monkeypatch)
+    loads: list[str] = []
+    real = lakehouse.load_iceberg_table
+
+    def counted(catalog: str, name: str) -> IcebergTable:
+        loads.append(name)
+        return real(catalog, name)
+
+    monkeypatch.setattr(lakehouse, "load_iceberg_table", counted)
+    ctx = covered(ON_ICEBERG, {"iceberg_catalog": CATALOG})
+    on_operation(landed_on(ON_ICEBERG, duplicated_at + 5), ctx)
+
+    run = one_run(ctx)
+    assert (run.runId, run.result.type) == (str(duplicated), "FAILURE")
+    assert loads == ["finance.payments"]
