@@ -247,13 +247,32 @@ def _read_labels(path: Path) -> Labels:
         reason = getattr(error, "strerror", None) or str(error)
         raise HistoryError(f"cannot read {path}: {reason}") from None
     try:
-        return Labels.model_validate(data if data is not None else {})
+        labels = Labels.model_validate(data if data is not None else {})
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in item['loc']) or 'labels'}: {item['msg']}"
             for item in error.errors()
         )
         raise HistoryError(f"invalid {path}: {problems}") from None
+    _check_kinds(labels, path)
+    return labels
+
+
+def _check_kinds(labels: Labels, path: Path) -> None:
+    """Every kind a label names is a registered kind's pattern: a label of a kind no control
+    has would silently count as a normal snapshot for all of them (its failure never scored)."""
+    named = {label.kind for label in labels.failures if label.kind is not None}
+    if not named:
+        return  # loading every kind costs a fresh process ~0.2 s: only when a label names one
+    from reflex_actions.kinds import registered_kinds
+
+    known = [kind.pattern for kind in registered_kinds()]
+    unknown = sorted(named - set(known))
+    if unknown:
+        raise HistoryError(
+            f"invalid {path}: no lesson kind {excerpt(unknown[0])}; a label's kind is one of "
+            f"{', '.join(known)}"
+        )
 
 
 def load_history(folder: str | Path, dataset: str | None = None) -> History:

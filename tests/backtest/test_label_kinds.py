@@ -72,6 +72,20 @@ def test_a_label_kind_is_bounded(tmp_path: Path) -> None:
         load_history(folder)
 
 
+def test_a_label_naming_no_registered_kind_is_refused_naming_the_known_ones(
+    tmp_path: Path,
+) -> None:
+    """A kind's entry point name (``duplicate_rows``) is not its pattern: such a label would
+    otherwise count for no control, and its failure would score as a normal snapshot."""
+    folder = history(tmp_path)
+    (folder / "labels.yaml").write_text(
+        yaml.safe_dump({"failures": [{"snapshot": "2026-03-03", "kind": "duplicate_rows"}]})
+    )
+    with pytest.raises(HistoryError, match="no lesson kind 'duplicate_rows'") as refused:
+        load_history(folder)
+    assert "duplicate_rows_non_idempotent_retry" in str(refused.value)
+
+
 #: Backtests a uniqueness control on the folder given as its first argument in a fresh
 #: process, then prints whether every kind was loaded (the stale_data kind's module).
 FRESH_BACKTEST = """
