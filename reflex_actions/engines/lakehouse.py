@@ -167,13 +167,32 @@ def _read_iceberg(target: IcebergTarget, columns: Sequence[str]) -> pa.Table:
         raise SnapshotUnreadableError(f"cannot read {target.shown}: {_reason(error)}") from None
 
 
+def _no_delta_version(target: DeltaTarget) -> str | None:
+    """Why the table has no ``target.version`` when it reads otherwise (a version beyond its
+    latest, or one its log no longer holds), naming the versions it has; None otherwise."""
+    if target.version is None:
+        return None
+    try:
+        versions = [point.point for point in delta_points(target.path)]
+    except SnapshotNotFoundError:
+        return None
+    if not versions or target.version in versions:
+        return None
+    return (
+        f"the Delta table at {excerpt(target.path)} has no version {target.version}; its log "
+        f"holds versions {versions[0]} to {versions[-1]}"
+    )
+
+
 def _read_delta(target: DeltaTarget, columns: Sequence[str]) -> pa.Table:
     from deltalake import DeltaTable
 
     try:
         table = DeltaTable(target.path, version=target.version)
     except Exception as error:
-        raise SnapshotNotFoundError(f"cannot read {target.shown}: {_reason(error)}") from None
+        raise SnapshotNotFoundError(
+            _no_delta_version(target) or f"cannot read {target.shown}: {_reason(error)}"
+        ) from None
     _check_columns(target, [field.name for field in table.schema().fields], columns)
     try:
         return table.to_pyarrow_table(columns=list(columns) if columns else None)

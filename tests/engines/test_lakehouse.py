@@ -117,6 +117,11 @@ def test_unknown_tables_snapshots_and_catalogs_are_errors_naming_them(
         run_control(TXN, IcebergTarget("elsewhere", table.table))
     with pytest.raises(SnapshotNotFoundError, match="cannot read the Delta table"):
         load_delta_history(str(tmp_path / "no-such-table"))
+    delta = delta_history(tmp_path)
+    with pytest.raises(
+        SnapshotNotFoundError, match="has no version 9; its log holds versions 0 to 4"
+    ):
+        run_control(TXN, DeltaTarget(delta, 9))
 
 
 def test_each_iceberg_snapshot_and_delta_version_is_a_point_oldest_first(
