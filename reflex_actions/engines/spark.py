@@ -61,6 +61,15 @@ HADOOP_GLOB_CHARACTERS = re.compile(r"[\\*?\[\]{}]")
 TABLE_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
 
 
+#: How a local session is configured beyond its master and clock.
+LOCAL_SESSION = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
 def session_builder(
     master: str | None = None, remote: str | None = None, warehouse: str | Path | None = None
 ) -> SparkSession.Builder:
@@ -94,9 +103,10 @@ def session_builder(
         .master(master or LOCAL_MASTER)
     )
     if (master or LOCAL_MASTER).startswith("local"):
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
-            "spark.driver.host", "127.0.0.1"
-        )
+        # a local session listens on loopback only, serves no web UI (a port open to nobody's
+        # use) and draws no progress bar over the CLI's or the action's output
+        for setting, value in LOCAL_SESSION.items():
+            builder = builder.config(setting, value)
     if warehouse is not None:
         builder = builder.config("spark.sql.warehouse.dir", str(Path(warehouse).resolve()))
     return builder

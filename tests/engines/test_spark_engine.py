@@ -272,6 +272,15 @@ def test_a_session_is_configured_not_hard_wired() -> None:
     )
 
 
+def test_a_local_session_serves_no_web_ui_and_draws_no_progress_bar(
+    spark: SparkSession,  # noqa: F811 - the fixture imported above
+) -> None:
+    """The run's session was started by ``session_builder``: no port 4040 open, nothing drawn
+    over the CLI's or the action's output."""
+    assert spark.sparkContext.uiWebUrl is None
+    assert spark.conf.get("spark.ui.showConsoleProgress") == "false"
+
+
 def test_a_bad_connection_setting_is_a_clear_error() -> None:
     with pytest.raises(EngineError, match="does not start with sc://"):
         session_builder(remote="http://spark.internal:15002")
