@@ -38,8 +38,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             session_builder(warehouse=scratch / "warehouse")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.local.dir", str(scratch / "local"))
             .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
             .config("spark.connect.grpc.binding.address", "127.0.0.1")

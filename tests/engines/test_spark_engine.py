@@ -262,6 +262,7 @@ def test_a_session_is_configured_not_hard_wired() -> None:
     local = session_builder(warehouse="/tmp/reflex-warehouse")._options
     assert local["spark.master"] == "local[2]"
     assert local["spark.driver.bindAddress"] == local["spark.driver.host"] == "127.0.0.1"
+    assert local["spark.ui.enabled"] == local["spark.ui.showConsoleProgress"] == "false"
     assert local["spark.sql.warehouse.dir"] == str(Path("/tmp/reflex-warehouse").resolve())
     cluster = session_builder(master="spark://10.0.0.5:7077")._options
     assert cluster["spark.master"] == "spark://10.0.0.5:7077"
