@@ -48,7 +48,7 @@ class IcebergTables:
     it is loaded anew. At most ``max_tables`` are kept (a loaded table holds every snapshot's
     metadata, never rows)."""
 
-    def __init__(self, max_tables: int = 64) -> None:
+    def __init__(self, max_tables: int = 16) -> None:
         self.max_tables = max_tables
         self._loaded: dict[tuple[str, str], IcebergTable] = {}
         self._lock = threading.Lock()
