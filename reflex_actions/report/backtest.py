@@ -87,7 +87,21 @@ def render_markdown(report: BacktestReport) -> str:
     if not_applicable:
         lines += ["", "Not applicable:"]
         lines += [f"- {escape(d.dataset)}: {escape(d.reason)}" for d in not_applicable]
+    unmatched = [d for d in report.datasets if d.labels_without_snapshot]
+    if unmatched:  # e.g. dates given as labels of a table whose points are versions
+        lines += ["", "Labels naming no snapshot of the history (not scored):"]
+        lines += [f"- {escape(d.dataset)}: {_listed(d.labels_without_snapshot)}" for d in unmatched]
     return "\n".join(lines) + "\n"
+
+
+#: Most snapshot ids listed in one line of the report.
+MAX_LISTED = 10
+
+
+def _listed(ids: list[str]) -> str:
+    shown = ", ".join(escape(snapshot_id) for snapshot_id in ids[:MAX_LISTED])
+    more = len(ids) - MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"

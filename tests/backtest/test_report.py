@@ -64,3 +64,18 @@ def test_html_report_escapes_and_embeds_one_timeline_per_dataset(tmp_path: Path)
     page = render_html(report)
     assert "<script>" not in page
     assert len(re.findall("<svg ", page)) == 1
+
+
+def test_labels_naming_no_snapshot_are_listed_as_not_scored(tmp_path: Path) -> None:
+    """A label whose id is no point of the history (a date labelling a table whose points are
+    versions, a snapshot rotated out) counts for nothing: the report says so."""
+    folder = build(tmp_path)
+    missing = [f"2026-08-{day:02d}" for day in range(1, 13)]
+    labels = "".join(f"  - '{snapshot}'\n" for snapshot in [*missing, "<i>x|y"])
+    (folder / "labels.yaml").write_text("failures:\n" + labels)
+    markdown = render_markdown(
+        backtest(UniquenessControl(field="transaction_id"), [load_history(folder)])
+    )
+    (line,) = [line for line in markdown.splitlines() if "2026-08-01" in line]
+    assert "2026-08-10 and 3 more" in line  # ten listed: the eleventh, the twelfth and <i>x|y
+    assert "Labels naming no snapshot of the history (not scored):" in markdown
