@@ -25,7 +25,9 @@ DELTA_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "file")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    #: a mistyped secret (a connection URL in place of a variable's name, a key) is never
+    #: echoed back in an error: the parent's setting decides for the models nested in it
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
 
 class ApproversConfig(_Strict):
@@ -135,9 +137,6 @@ class EngineConfig(_Strict):
     variables holding each setting (``{url: REFLEX_POSTGRES_URL}``), so no secret is ever in a
     config, a log, a lesson page or a run event. A dataset's table is its urn's name, less the
     platform instance's prefix."""
-
-    #: a mistyped secret in place of a variable's name is never echoed back in an error
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     platform: str = Field(min_length=1, max_length=100)
     #: only the datasets of this instance (their urn names start with ``<instance>.``)
