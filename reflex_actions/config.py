@@ -7,7 +7,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
 from reflex_actions.controls.base import validate_column_name
@@ -154,6 +154,25 @@ class EngineConfig(_Strict):
                     "give the variable's name (e.g. REFLEX_POSTGRES_URL), never its value"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _a_registered_engine_and_its_settings(self) -> EngineConfig:
+        """A mistyped engine or setting stops the action's start, naming the known ones, not
+        every later run of a control on that platform."""
+        from reflex_actions.engines import engine_class
+        from reflex_actions.errors import ReflexError
+
+        try:
+            known = engine_class(self.engine).settings_from
+        except ReflexError as error:
+            raise ValueError(str(error)) from None
+        unknown = sorted(set(self.connection) - set(known))
+        if unknown:
+            raise ValueError(
+                f"the {self.engine} engine has no setting {unknown[0][:100]!r}; its settings: "
+                f"{', '.join(sorted(known)) or 'none'}"
+            )
+        return self
 
     def table_name(self, dataset_name: str) -> str | None:
         """The table of a dataset of this platform (None when it is another instance's)."""

@@ -4,6 +4,7 @@ connections are named by environment variable, and no secret is echoed in an err
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import sqlglot
@@ -100,3 +101,19 @@ def test_compile_in_a_warehouse_dialect_needs_the_table(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["control", "compile", str(spec), "--dialect", "snowflake"])
     assert result.exit_code == 2
     assert "give it with --table NAME" in result.output
+
+
+@pytest.mark.parametrize(
+    ("engine", "connection", "named"),
+    [
+        ("postgress", {"url": "REFLEX_POSTGRES_URL"}, "no engine 'postgress'; registered: duckdb"),
+        ("postgres", {"uri": "REFLEX_POSTGRES_URL"}, "has no setting 'uri'; its settings: url"),
+    ],
+)
+def test_a_mistyped_engine_or_setting_stops_the_start_naming_the_known_ones(
+    engine: str, connection: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(named)):
+        ReflexConfig.model_validate(
+            {"engines": [{"platform": "postgres", "engine": engine, "connection": connection}]}
+        )
