@@ -152,10 +152,7 @@ def run_control(
     as_of_ms = _judged_at(control, as_of_ms)
     if not isinstance(target, (FileTarget, TableTarget, IcebergTarget, DeltaTarget)):
         target = FileTarget(SnapshotFile.from_path(target).path)
-    from reflex_actions.engines.duckdb import DuckDBEngine
-
-    runner = engine if engine is not None else DuckDBEngine(connection)
-    try:
+    with _runner(engine, connection) as runner:
         relation = replace(
             with_reference(
                 runner, control, runner.relation(target, control.required_columns()), reference
@@ -165,9 +162,28 @@ def run_control(
         )
         result = _evaluate(runner, control, relation, target, sample_size, started)
         return result.model_copy(update={"reference": reference_used(control, reference)})
-    finally:
-        if engine is None:
+
+
+@contextmanager
+def _runner(
+    engine: Engine | None, connection: duckdb.DuckDBPyConnection | None
+) -> Iterator[Engine]:
+    """The engine a run reads its target with: the one given, else the embedded DuckDB on the
+    connection given, else on a cursor of the process's own database (a landing runs each
+    covered control on one: a new database costs ~20 ms, a cursor well under one)."""
+    from reflex_actions.engines.duckdb import DuckDBEngine
+
+    if engine is not None:
+        yield engine
+    elif connection is not None:
+        runner = DuckDBEngine(connection)
+        try:
+            yield runner
+        finally:
             runner.close()
+    else:
+        with _in_memory() as embedded:
+            yield embedded
 
 
 def run_control_on_recorded(
@@ -199,16 +215,24 @@ _IN_MEMORY_LOCK = threading.Lock()
 
 @contextmanager
 def _in_memory() -> Iterator[DuckDBEngine]:
-    """An engine on a cursor of one in-memory database kept for the process, for the
-    judgements that read no files (recorded facts, rows built in memory): opening a database
-    costs ~20-30 ms, a cursor well under one, and a sweep judges thousands of datasets."""
+    """An engine on a cursor of one in-memory database kept for the process: opening a
+    database costs ~20-30 ms, a cursor well under one, and a sweep judges thousands of
+    datasets. It caches no file's contents (DuckDB's external file cache is off), so a file
+    rewritten in place is read anew and a long-running action holds no snapshot's blocks; what
+    a run registers lives on its cursor and goes with it."""
     import duckdb
 
     from reflex_actions.engines.duckdb import DuckDBEngine
 
     with _IN_MEMORY_LOCK:
         if not _IN_MEMORY:
-            _IN_MEMORY.append(duckdb.connect())
+            database = duckdb.connect()
+            settings = database.execute(
+                "SELECT name FROM duckdb_settings() WHERE name = 'enable_external_file_cache'"
+            ).fetchall()
+            if settings:  # DuckDB 1.3 and later
+                database.execute("SET enable_external_file_cache = false")
+            _IN_MEMORY.append(database)
         cursor = _IN_MEMORY[0].cursor()
     engine = DuckDBEngine(cursor)
     try:
