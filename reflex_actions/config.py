@@ -159,19 +159,13 @@ class EngineConfig(_Strict):
     def _a_registered_engine_and_its_settings(self) -> EngineConfig:
         """A mistyped engine or setting stops the action's start, naming the known ones, not
         every later run of a control on that platform."""
-        from reflex_actions.engines import engine_class
+        from reflex_actions.engines import check_settings
         from reflex_actions.errors import ReflexError
 
         try:
-            known = engine_class(self.engine).settings_from
+            check_settings(self.engine, self.connection)
         except ReflexError as error:
             raise ValueError(str(error)) from None
-        unknown = sorted(set(self.connection) - set(known))
-        if unknown:
-            raise ValueError(
-                f"the {self.engine} engine has no setting {unknown[0][:100]!r}; its settings: "
-                f"{', '.join(sorted(known)) or 'none'}"
-            )
         return self
 
     def table_name(self, dataset_name: str) -> str | None:

@@ -35,6 +35,19 @@ def engine_class(name: str) -> type[Engine]:
     return load_plugin(points[name], Engine, "engine", EngineError)
 
 
+def check_settings(name: str, connection: Mapping[str, str]) -> type[Engine]:
+    """The engine registered as ``name``, once ``connection`` names only settings it has;
+    EngineError naming the registered engines, or the engine's settings, otherwise."""
+    engine = engine_class(name)
+    unknown = sorted(set(connection) - set(engine.settings_from))
+    if unknown:
+        raise EngineError(
+            f"the {name} engine has no setting {unknown[0][:100]!r}; "
+            f"its settings: {', '.join(sorted(engine.settings_from)) or 'none'}"
+        )
+    return engine
+
+
 def open_engine(
     name: str,
     connection: Mapping[str, str] | None = None,
@@ -46,12 +59,7 @@ def open_engine(
     engine = engine_class(name)
     variables = dict(connection) if connection is not None else dict(engine.settings_from)
     values = os.environ if environ is None else environ
-    unknown = sorted(set(variables) - set(engine.settings_from))
-    if unknown:
-        raise EngineError(
-            f"the {name} engine has no setting {unknown[0][:100]!r}; "
-            f"its settings: {', '.join(sorted(engine.settings_from)) or 'none'}"
-        )
+    check_settings(name, variables)
     settings = {setting: values[v] for setting, v in variables.items() if values.get(v)}
     for setting in sorted(engine.required_settings - set(settings)):
         variable = variables.get(setting, engine.settings_from[setting])
