@@ -189,6 +189,10 @@ class ReflexConfig(_Strict):
     #: pass a gate, and only their PENDING opens the approval gate.
     own_actors: list[str] = Field(default_factory=lambda: [DATAHUB_SYSTEM_ACTOR])
     approvers: ApproversConfig = ApproversConfig()
+    #: accept human decisions from a DataHub server that authenticates no one (metadata-service
+    #: authentication off, as in the quickstart): any caller may then name any actor, so a
+    #: decision proves nothing and every lesson page says so. Off: such decisions are refused.
+    trust_unauthenticated_actors: bool = False
     #: unset = the deterministic proposer (no model)
     llm: LlmConfig | None = None
     histories: HistoriesConfig = HistoriesConfig()

@@ -7,11 +7,14 @@ machine whatever its local zone.
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, date, datetime, timedelta
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.errors import ReflexError
+
+logger = logging.getLogger(__name__)
 
 #: seconds per duration unit
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -95,3 +98,19 @@ def iso(ms: int | None) -> str | None:
 
 def now_ms() -> int:
     return to_ms(datetime.now(UTC))
+
+
+#: How far ahead of Reflex's clock a writer's time may be before it is taken as "now": a
+#: loader's or a steward's clock a little fast is common; a time in 2100 is a skewed or forged
+#: stamp, and believing it would make every later event look older (DESIGN §9).
+FUTURE_TOLERANCE_MS = 5 * 60_000
+
+
+def believed_time(time_ms: int, now: int, what: str) -> int:
+    """The time Reflex believes for a writer's ``time_ms``: itself, unless it is more than
+    :data:`FUTURE_TOLERANCE_MS` ahead of Reflex's own clock ``now``, when it is ``now`` (and
+    logged, naming ``what`` carried it)."""
+    if time_ms <= now + FUTURE_TOLERANCE_MS:
+        return time_ms
+    logger.warning("%s is stamped %s, ahead of Reflex's clock: taken as now", what, iso(time_ms))
+    return now

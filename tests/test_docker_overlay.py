@@ -295,21 +295,25 @@ def test_it_reads_schemas_from_the_registry_gms_serves(
 
 
 def test_the_auth_overlay_turns_metadata_service_auth_on(
-    quickstart: dict[str, Any], gms: str
+    model: dict[str, Any], quickstart: dict[str, Any], gms: str
 ) -> None:
     """GMS and the frontend both need METADATA_SERVICE_AUTH_ENABLED, as a literal: the CLI
-    exports it as false, so a ``${...}`` reference would turn it off again."""
+    exports it as false, so a ``${...}`` reference would turn it off again. Reflex trusts the
+    actors an unauthenticated GMS records only without this overlay."""
     auth = _load(AUTH_OVERLAY)
     assert set(auth) == {"services"}
-    assert set(auth["services"]) <= set(quickstart["services"]), "overrides an unknown service"
+    assert set(auth["services"]) <= set(model["services"]), "overrides an unknown service"
     frontend = _the_one(quickstart, "frontend", lambda s: "datahub-frontend" in s.get("image", ""))
-    assert set(auth["services"]) == {gms, frontend}
+    assert set(auth["services"]) == {gms, frontend, SERVICE}
     assert quickstart["services"][gms]["environment"]["METADATA_SERVICE_AUTH_ENABLED"] == "false"
-    merged = merge(quickstart, auth)
+    merged = merge(model, auth)
     for name in (gms, frontend):
         assert auth["services"][name] == {"environment": {"METADATA_SERVICE_AUTH_ENABLED": "true"}}
         assert merged["services"][name]["environment"]["METADATA_SERVICE_AUTH_ENABLED"] == "true"
         assert merged["services"][name]["profiles"] == quickstart["services"][name]["profiles"]
+    trust = "REFLEX_TRUST_UNAUTHENTICATED_ACTORS"
+    assert model["services"][SERVICE]["environment"][trust] == "true"
+    assert merged["services"][SERVICE]["environment"][trust] == "false"
 
 
 def test_the_command_runs_the_mounted_reflex_yaml(service: dict[str, Any]) -> None:

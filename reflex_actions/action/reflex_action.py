@@ -18,7 +18,7 @@ from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.registry import open_store
 from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
-from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.change import AspectChange, position_in
 from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
 from reflex_actions.handlers.incident_resolved import on_incident_change
@@ -51,9 +51,18 @@ class ReflexAction(Action):
     """Routes each event to its handler and counts, per route, what came of it (mirroring
     datahub-actions' ``ReportingAction``: ``get_report()``; the report is logged at close)."""
 
-    def __init__(self, config: ReflexConfig, catalog: Catalog, *, timer: bool = False) -> None:
+    def __init__(
+        self,
+        config: ReflexConfig,
+        catalog: Catalog,
+        *,
+        timer: bool = False,
+        actors_authenticated: bool = True,
+    ) -> None:
         self.writes = WriteCountingCatalog(catalog)
-        self.context = HandlerContext(catalog=self.writes, config=config)
+        self.context = HandlerContext(
+            catalog=self.writes, config=config, actors_authenticated=actors_authenticated
+        )
         self.report = ReflexReport.for_routes(
             [*(route_name(*key) for key in ROUTES), SCHEDULE_ROUTE]
         )
@@ -78,9 +87,19 @@ class ReflexAction(Action):
             "reflex: Reflex's own writes are recorded as %s",
             ", ".join([config.service_actor, *config.own_actors]),
         )
+        authenticated = catalog.authenticates_callers()
+        if not authenticated:
+            logger.warning(
+                "reflex: DataHub does not authenticate its callers; %s",
+                "human decisions are accepted on the actor it records, and every lesson page "
+                "says they were not authenticated (trust_unauthenticated_actors)"
+                if config.trust_unauthenticated_actors
+                else "every human decision will be refused (set trust_unauthenticated_actors: "
+                "true to accept them anyway)",
+            )
         # Beside a source that yields schedule ticks (the embedded one) no timer is needed.
         timer = not getattr(ctx.event_source, "sends_schedule_ticks", False)
-        return cls(config, catalog, timer=timer)
+        return cls(config, catalog, timer=timer, actors_authenticated=authenticated)
 
     def act(self, event: EventEnvelope) -> None:
         if event.event_type == SCHEDULE_TICK_EVENT_TYPE and isinstance(event.event, ScheduleTick):
@@ -101,7 +120,13 @@ class ReflexAction(Action):
             return
         route, writes_before = route_name(*key), self.writes.writes
         try:
-            decide_and_apply(handler, AspectChange.from_mcl(mcl), self.context)  # type: ignore[arg-type]
+            change = AspectChange.from_mcl(
+                mcl,  # type: ignore[arg-type]
+                now_ms=self.context.clock(),
+                position=position_in(event.meta),
+                authenticated=self.context.actors_authenticated,
+            )
+            decide_and_apply(handler, change, self.context)
         except CatalogError as error:
             self.report.record(route, wrote=False, error=error)
             raise  # the store is unreachable or broken: let the pipeline retry or dead-letter

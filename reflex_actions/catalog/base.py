@@ -54,6 +54,12 @@ class Catalog(ABC):
         (a server records the authenticated principal). Fails when the store refuses Reflex."""
         return []
 
+    def authenticates_callers(self) -> bool:
+        """Whether the store authenticates whoever writes to it, so that the actor it records
+        is the one who wrote. An embedded file has no callers to authenticate: its file
+        permissions are the boundary, and the actor its writers name is believed."""
+        return True
+
     # --- reads -------------------------------------------------------------------------------
     @abstractmethod
     def get_aspect(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:

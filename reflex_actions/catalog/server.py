@@ -8,9 +8,11 @@ graph is the pipeline's (``ctx.graph.graph``); ``from_config`` builds one for th
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import requests
 from datahub.configuration.common import OperationalError
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.ingestion.graph.client import DataHubGraph
@@ -26,11 +28,15 @@ from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context
 
+#: GraphQL's question for the user a request is authenticated as.
+_WHO_AM_I = "query { me { corpUser { urn } } }"
 #: The graph edge ``upstreamLineage`` draws from a dataset to each of its upstreams.
 DOWNSTREAM_OF = "DownstreamOf"
 
 if TYPE_CHECKING:
     from reflex_actions.config import ReflexConfig
+
+logger = logging.getLogger(__name__)
 
 
 def _rule(field: str, condition: str, value: str) -> RawSearchFilterRule:
@@ -124,11 +130,48 @@ class ServerCatalog(Catalog):
         """The user GMS authenticates Reflex as (and records on its writes): the token's
         owner, or ``__datahub_system`` for system-client credentials or with auth off."""
         with self._talking("find out whom DataHub authenticates Reflex as"):
-            answer = self._graph.execute_graphql("query { me { corpUser { urn } } }")
+            answer = self._graph.execute_graphql(_WHO_AM_I)
         urn = ((answer.get("me") or {}).get("corpUser") or {}).get("urn")
         if not urn:
             raise CatalogError("DataHub did not say whom it authenticates Reflex as (`me`)")
         return str(urn)
+
+    def authenticates_callers(self) -> bool:
+        """Whether GMS refuses a caller with no credentials at all. With metadata-service
+        authentication off it accepts one, and records whatever actor its ``X-DataHub-Actor``
+        header names (DataHub's ``NoOpAuthenticator``): then a recorded actor proves nothing.
+
+        The probe is a bare request, not the graph's: the SDK's client adds the system
+        client's credentials when ``DATAHUB_SYSTEM_CLIENT_ID`` is set. An answer that says
+        neither (a server error) counts as not authenticating, so no decision is believed
+        on a guess."""
+        try:
+            answer = requests.post(
+                f"{self._graph.config.server.rstrip('/')}/api/graphql",
+                json={"query": _WHO_AM_I},
+                timeout=self._graph.config.timeout_sec or 30,
+            )
+        except requests.RequestException as error:
+            raise CatalogError(
+                f"cannot ask DataHub at {self._graph.config.server} whether it authenticates "
+                f"its callers: {error}"
+            ) from None
+        if answer.status_code in (401, 403):
+            return True
+        if answer.ok:
+            logger.warning(
+                "DataHub at %s accepts callers with no credentials (metadata-service "
+                "authentication is off): any caller may name any actor",
+                self._graph.config.server,
+            )
+        else:
+            logger.warning(
+                "DataHub at %s answered HTTP %s to a caller with no credentials: taken as not "
+                "authenticating its callers",
+                self._graph.config.server,
+                answer.status_code,
+            )
+        return False
 
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         with self._talking(f"read the latest {aspect_class.ASPECT_NAME} of {urn}"):

@@ -15,6 +15,8 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.errors import ReflexError
+from reflex_actions.lessons.model import EventStamp, LogPosition
+from reflex_actions.times import believed_time
 
 AspectT = TypeVar("AspectT", bound=_Aspect)
 
@@ -44,13 +46,26 @@ class AspectChange:
     previous: dict[str, Any] | None
     #: who made the change (``created.actor``)
     actor: str | None
+    #: when, as Reflex believes it (``created.time``, unless it is ahead of Reflex's clock)
     time_ms: int
+    #: where the event is in the log Reflex reads (None: a source that does not say)
+    position: LogPosition | None = None
+    #: whether DataHub authenticated ``actor`` (not with metadata-service auth off)
+    authenticated: bool = True
 
     @classmethod
-    def from_mcl(cls, event: MetadataChangeLogClass) -> AspectChange:
+    def from_mcl(
+        cls,
+        event: MetadataChangeLogClass,
+        *,
+        now_ms: int,
+        position: LogPosition | None = None,
+        authenticated: bool = True,
+    ) -> AspectChange:
         urn = event.entityUrn or ""
         if not urn or not event.aspectName:
             raise MalformedEvent(f"MCL without entityUrn or aspectName ({event.entityType})")
+        stamped = event.created.time if event.created else 0
         return cls(
             entity_type=event.entityType,
             urn=urn,
@@ -58,8 +73,24 @@ class AspectChange:
             aspect=_json(event.aspect, event.aspectName, urn),
             previous=_json(event.previousAspectValue, f"previous {event.aspectName}", urn),
             actor=event.created.actor if event.created else None,
-            time_ms=event.created.time if event.created else 0,
+            time_ms=believed_time(stamped, now_ms, f"{event.aspectName} of {urn}"),
+            position=position,
+            authenticated=authenticated,
         )
+
+    @property
+    def stamp(self) -> EventStamp:
+        """Who, when and where in the log: what a decision on the lesson records."""
+        return EventStamp(
+            actor=self.actor,
+            at=self.time_ms,
+            position=self.position,
+            authenticated=self.authenticated,
+        )
+
+    def before(self, position: LogPosition | None) -> bool:
+        """Whether this event came before ``position`` in the log (see LogPosition.before)."""
+        return self.position is not None and self.position.before(position)
 
     def typed(self, aspect_class: type[AspectT], previous: bool = False) -> AspectT | None:
         """The new (or previous) value as an aspect class; MalformedEvent when it does not fit."""
@@ -86,3 +117,18 @@ class AspectChange:
         return self.property_values(property_urn) == [value] and self.property_values(
             property_urn, previous=True
         ) != [value]
+
+
+def position_in(meta: dict[str, Any]) -> LogPosition | None:
+    """The event's place in the log, from what its source says of it: the kafka source's
+    topic, partition and offset, or the embedded change feed's row id."""
+    kafka, lite = meta.get("kafka"), meta.get("lite")
+    try:
+        if isinstance(kafka, dict):
+            stream = f"kafka:{kafka['topic']}:{int(kafka['partition'])}"
+            return LogPosition(stream=stream, offset=int(kafka["offset"]))
+        if isinstance(lite, dict):
+            return LogPosition(stream="lite", offset=int(lite["rowid"]))
+    except (KeyError, TypeError, ValueError):
+        pass
+    return None

@@ -48,6 +48,14 @@ logger = logging.getLogger(__name__)
 ICEBERG_PLATFORM, DELTA_PLATFORM = "iceberg", "delta-lake"
 
 
+#: Why a decision is refused when DataHub authenticates no one (DESIGN §9).
+UNAUTHENTICATED = (
+    "DataHub does not authenticate its callers (metadata-service authentication is off), so "
+    "the actor it recorded proves nothing; turn authentication on, or set "
+    "trust_unauthenticated_actors: true to accept such decisions"
+)
+
+
 @dataclass
 class HandlerContext:
     catalog: Catalog
@@ -60,6 +68,10 @@ class HandlerContext:
     #: the engines opened for the platforms configured under ``engines`` (by their index
     #: there), kept open for the action's lifetime
     engines: dict[int, Engine] = field(default_factory=dict, repr=False)
+    #: whether the store authenticates whoever writes to it, so that the actor it records is
+    #: the one who wrote (the embedded store's file permissions are its boundary; a DataHub
+    #: server with metadata-service authentication off authenticates no one)
+    actors_authenticated: bool = True
 
     @cached_property
     def proposer(self) -> Proposer:
@@ -262,13 +274,17 @@ class HandlerContext:
         """Why ``actor`` may not pass a human gate of this lesson, or None when they may.
 
         Authorized: a configured approver user, a member of a configured approver group, or
-        an owner of the lesson's glossary term; never Reflex's own service actor. A group
-        membership the member wrote themselves proves nothing and is not counted.
+        an owner of the lesson's glossary term; never Reflex's own service actor, and no one
+        when the store authenticates no one (unless the operator trusts it). A fact that
+        grants the right — a group membership, an ownership of the term — counts only when
+        someone other than the person it empowers wrote it.
         """
         if not actor:
             return "the change names no actor"
         if self.is_own(actor):
             return "Reflex's own writes never pass a human gate"
+        if not self.actors_authenticated and not self.config.trust_unauthenticated_actors:
+            return UNAUTHENTICATED
         approvers = self.config.approvers
         if actor in approvers.users:
             return None
@@ -276,7 +292,12 @@ class HandlerContext:
             return None
         ownership = self.catalog.get_aspect(lesson_urn, OwnershipClass)
         if ownership and actor in {owner.owner for owner in ownership.owners}:
-            return None
+            if self.catalog.aspect_writer(lesson_urn, OwnershipClass) != actor:
+                return None
+            return (
+                f"{actor} owns {lesson_urn} only because they wrote that ownership themselves; "
+                "an owner counts when someone else (an admin, ingestion, Reflex) made them one"
+            )
         return f"{actor} is not an approver and does not own {lesson_urn}"
 
     def _trusted_groups(self, actor: str) -> list[str]:

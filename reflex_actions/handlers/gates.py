@@ -116,9 +116,10 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
     lesson = ctx.lesson(change.urn)
     if lesson is None:
         return
-    if change.time_ms < lesson.judged_at:
+    if change.before(lesson.judged):
         logger.info(
-            "lesson %s: an event older than its latest decision decides nothing", lesson.urn
+            "lesson %s: an event before its latest decision in the log decides nothing",
+            lesson.urn,
         )
         return
     if ctx.is_own(change.actor) and change.property_values(APPROVAL) == ["PENDING"]:
@@ -129,7 +130,7 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
         if lesson.state is LessonState.REJECTED:
             logger.info("lesson %s was rejected: %s ignored", lesson.urn, decision.name)
             continue
-        lesson.judged_at = change.time_ms
+        lesson.judged = change.position or lesson.judged
         reason = ctx.refusal(change.actor, lesson.urn)
         if reason is None:
             mark, before = ctx.out.mark(), lesson.model_copy(deep=True)
@@ -165,7 +166,7 @@ def _refuse(
     """Revert the edited properties to ``restore`` (the values Reflex last set) and write the
     refusal on the lesson page; a refusal already written (a redelivered or replayed event)
     changes nothing."""
-    if not lesson.record_decision(f"{name} refused", change.actor, change.time_ms, reason):
+    if not lesson.record_decision(f"{name} refused", change.stamp, reason):
         return
     logger.warning("lesson %s: %s by %s refused: %s", lesson.urn, name, change.actor, reason)
     ctx.refusals.append(reason)

@@ -146,7 +146,7 @@ def on_ownership_decision(
         detail += "rejected"
     del lesson.ownership_proposals[change.urn]
     decision = "ownership change " + ("approved" if approved else "rejected")
-    lesson.record_decision(decision, change.actor, change.time_ms, detail)
+    lesson.record_decision(decision, change.stamp, detail)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s: %s", lesson.urn, detail)
     return None

@@ -122,7 +122,7 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     )
     if lesson.publish_skipped:
         detail += "; not published: " + "; ".join(lesson.publish_skipped)
-    lesson.record_decision("scope approved", change.actor, change.time_ms, detail)
+    lesson.record_decision("scope approved", change.stamp, detail)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s published (%s)", lesson.urn, detail)
     return None

@@ -71,9 +71,7 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
     lesson.validation_error = None
     move(lesson, LessonState.CONFIRMED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "CONFIRMED"
-    lesson.record_decision(
-        "root cause confirmed", change.actor, change.time_ms, dump_control_yaml(control).strip()
-    )
+    lesson.record_decision("root cause confirmed", change.stamp, dump_control_yaml(control).strip())
     ctx.out.save_lesson(lesson)
     return None
 
@@ -108,7 +106,7 @@ def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerCon
         return None
     move(lesson, LessonState.REJECTED)
     lesson.gate_values[ROOT_CAUSE_STATUS] = "REJECTED"
-    lesson.record_decision("lesson rejected", change.actor, change.time_ms)
+    lesson.record_decision("lesson rejected", change.stamp)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s rejected by %s; nothing will be published", lesson.urn, change.actor)
     return None

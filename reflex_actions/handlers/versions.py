@@ -43,25 +43,35 @@ PropertyValues = dict[str, list[str | float]]
 
 
 def _new_event(lesson: Lesson, change: AspectChange, rollback: bool = False) -> bool:
-    """Whether the event came after the lesson's latest decision (a redelivered one was decided
-    already, unless it drafted a version, an edit or a ``rollback``, whose approval was never
-    opened: a crash came between them, and drafting again finishes it).
+    """Whether the event came after the lesson's latest decision in the log (a redelivered one
+    was decided already, unless it drafted a version, an edit or a ``rollback``, whose approval
+    was never opened: a crash came between them, and drafting again finishes it). An event
+    whose place in the log is unknown is new.
 
     Reflex's own writes are judged like anyone's: those that put back or pre-fill what the
     lesson holds change nothing and so decide nothing; any other is refused, with the reason
     on the page (with metadata-service auth off, a steward's edit is recorded as DataHub's
     system actor, and the refusal is how they learn why nothing happened)."""
-    return change.time_ms > lesson.judged_at or _unfinished_draft(lesson, change, rollback)
+    if not _redelivered(lesson, change) and not change.before(lesson.judged):
+        return True
+    return _unfinished_draft(lesson, change, rollback)
+
+
+def _redelivered(lesson: Lesson, change: AspectChange) -> bool:
+    """The event is the lesson's latest decision, delivered again."""
+    return change.position is not None and change.position == lesson.judged
 
 
 def _unfinished_draft(lesson: Lesson, change: AspectChange, rollback: bool) -> bool:
+    """The event is the lesson's latest decision, delivered again, and it drafted a version
+    (or a ``rollback``) whose approval was never opened."""
     revision = lesson.revision
     return (
-        lesson.state is LessonState.PENDING_APPROVAL
+        _redelivered(lesson, change)
+        and lesson.state is LessonState.PENDING_APPROVAL
         and revision is not None
         and (revision.rollback_of is not None) == rollback
         and not lesson.approval_open
-        and change.time_ms == revision.at
     )
 
 
@@ -207,7 +217,7 @@ def _draft(lesson: Lesson, scope: list[str], change: AspectChange, ctx: HandlerC
     number = len(lesson.versions) + 1
     origin = lesson.revision.origin if lesson.revision else ""
     detail = f"{origin}; scope: " + ", ".join(display_name(urn) for urn in scope)
-    lesson.record_decision(f"version {number} drafted", change.actor, change.time_ms, detail)
+    lesson.record_decision(f"version {number} drafted", change.stamp, detail)
     propose(lesson, ctx, scope=scope)
     logger.info("lesson %s: version %d drafted (%s)", lesson.urn, number, origin)
 
@@ -238,7 +248,7 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
             display_name(urn) for urn in lesson.ownership_proposals
         )
         lesson.ownership_proposals = {}
-    lesson.record_decision("retired", change.actor, change.time_ms, detail)
+    lesson.record_decision("retired", change.stamp, detail)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s retired by %s", lesson.urn, change.actor)
     return None
@@ -252,7 +262,7 @@ def refuse_draft(lesson: Lesson, change: AspectChange, verb: str, ctx: HandlerCo
     _drop_draft(lesson)
     move(lesson, resume)
     ctx.out.set_properties(lesson.urn, in_force_values(lesson))
-    lesson.record_decision(f"version {number} {verb}", change.actor, change.time_ms)
+    lesson.record_decision(f"version {number} {verb}", change.stamp)
     ctx.out.save_lesson(lesson)
 
 
@@ -275,5 +285,5 @@ def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerConte
         return
     move(lesson, LessonState.REJECTED)
     lesson.gate_values[APPROVAL] = "REJECTED"
-    lesson.record_decision("scope rejected", change.actor, change.time_ms)
+    lesson.record_decision("scope rejected", change.stamp)
     ctx.out.save_lesson(lesson)

@@ -25,12 +25,42 @@ class LessonState(str, Enum):
     ERROR = "ERROR"  # Reflex could not go on (``Lesson.error`` says why); confirming retries
 
 
-class Decision(BaseModel):
-    """One human decision (or its refusal) on the lesson: who, what, when (epoch millis)."""
+class LogPosition(BaseModel):
+    """Where an event sits in the log Reflex reads: a stream (one Kafka topic partition, or
+    the embedded store's change feed) and its offset there. Events on one entity share a
+    stream (Kafka keys DataHub's change log by urn), so their positions give the order Reflex
+    received them in, which no writer's clock can change (DESIGN §9)."""
 
-    decision: str
+    model_config = ConfigDict(frozen=True)
+
+    stream: str
+    offset: int
+
+    def before(self, other: LogPosition | None) -> bool:
+        """Whether this event came before ``other`` in the log; False when they cannot be
+        ordered (another stream, or no position): such an event is judged as a new one."""
+        return other is not None and self.stream == other.stream and self.offset < other.offset
+
+
+class EventStamp(BaseModel):
+    """Who made a change and when, as Reflex believes it: the actor DataHub recorded, the
+    time (a writer's time ahead of Reflex's clock is taken as now), the event's place in the
+    log, and whether DataHub authenticated the actor (with metadata-service authentication
+    off it does not: any caller may name any actor)."""
+
+    model_config = ConfigDict(frozen=True)
+
     actor: str | None
     at: int
+    #: the event's place in the log: a redelivered event is recognised by it
+    position: LogPosition | None = None
+    authenticated: bool = True
+
+
+class Decision(EventStamp):
+    """One human decision (or its refusal) on the lesson, and the event that carried it."""
+
+    decision: str
     detail: str = ""
 
 
@@ -243,9 +273,10 @@ class Lesson(BaseModel):
     revision: Revision | None = None
     #: the backtest of the current draft (or of the version in force)
     backtest: BacktestSummary | None = None
-    #: the time of the latest event on the lesson's properties that made a decision: an older
-    #: one was judged already, or was overtaken by it (a replay of the log), and decides nothing
-    judged_at: int = 0
+    #: where the latest event on the lesson's properties that made a decision is in the log:
+    #: an earlier one was judged already, or was overtaken by it (a replay of the log), and
+    #: decides nothing
+    judged: LogPosition | None = None
     #: since when (epoch millis) its controls have run without a break: events before it are
     #: judged without the lesson, so a replayed old event never runs it
     in_force_since: int | None = None
@@ -272,10 +303,12 @@ class Lesson(BaseModel):
         """Whether the version in force runs on this dataset."""
         return self.in_force and dataset_urn in self.published_scope
 
-    def record_decision(self, decision: str, actor: str | None, at: int, detail: str = "") -> bool:
-        """Add a decision to the lesson's record unless this very one (same decision, actor
-        and event time) is there already; True when it was added."""
-        if any((d.decision, d.actor, d.at) == (decision, actor, at) for d in self.decisions):
+    def record_decision(self, decision: str, event: EventStamp, detail: str = "") -> bool:
+        """Add a decision to the lesson's record unless this very one (same decision and
+        actor, from the same event: its log position, else its time) is there already; True
+        when it was added."""
+        key = (decision, event.actor, event.position or event.at)
+        if any((d.decision, d.actor, d.position or d.at) == key for d in self.decisions):
             return False
-        self.decisions.append(Decision(decision=decision, actor=actor, at=at, detail=detail))
+        self.decisions.append(Decision(decision=decision, detail=detail, **dict(event)))
         return True

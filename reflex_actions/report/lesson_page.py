@@ -44,6 +44,13 @@ def render_definition(lesson: Lesson, title: str) -> str:
         "",
     ]
     lines += _lifecycle_banner(lesson)
+    if any(not d.authenticated for d in lesson.decisions):
+        lines += [
+            "> **Decisions not authenticated:** DataHub ran with metadata-service "
+            "authentication off when the decisions marked *not authenticated* were made, so "
+            "the actor shown is whoever the caller claimed to be (`trust_unauthenticated_actors`).",
+            "",
+        ]
     if lesson.error:
         lines += [
             f"> **Reflex could not go on:** {code(lesson.error)} — fix the cause and confirm "
@@ -164,6 +171,7 @@ def _backtest_cell(summary: BacktestSummary | None) -> str:
 
 def _decision_line(decision: Decision) -> str:
     line = f"- {escape(decision.decision)} by {escape(decision.actor)} at {iso(decision.at)}"
+    line += "" if decision.authenticated else " (*not authenticated*)"
     return line + (f": {code(decision.detail)}" if decision.detail else "")
 
 

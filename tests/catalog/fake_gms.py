@@ -38,7 +38,8 @@ from datahub.metadata.schema_classes import (
     SystemMetadataClass,
     _Aspect,
 )
-from datahub.utilities.urns.urn import guess_entity_type
+from datahub.utilities.urns.error import InvalidUrnError
+from datahub.utilities.urns.urn import Urn, guess_entity_type
 
 from tests.catalog.gms_patch import PatchError, apply_patch
 from tests.catalog.gms_validation import structured_property_errors
@@ -85,6 +86,8 @@ class Recorded:
     token: str | None = None
     #: ``id:secret`` of a ``Basic`` (system-client) ``Authorization`` header, if any
     system_client: str | None = None
+    #: the ``X-DataHub-Actor`` header (the frontend sets it to the session's user), if any
+    actor_header: str | None = None
 
 
 def _restli_error(status: int, message: str) -> dict[str, Any]:
@@ -265,12 +268,22 @@ class FakeGmsServer:
 
     def _principal(self, request: Recorded) -> str | None:
         """Whom GMS authenticates the request as, or None (401): a token's owner, the system
-        actor for the system client's credentials, and with auth off the system actor too."""
+        actor for the system client's credentials. With auth off GMS runs DataHub's
+        ``NoOpAuthenticator`` alone: it ignores every credential and takes the user the
+        ``X-DataHub-Actor`` header names (as the frontend forwards its session's user), else
+        the system actor; so any caller may claim to be anyone."""
+        if not self._auth_required:
+            if not request.actor_header:
+                return SYSTEM_ACTOR
+            try:  # the authenticator keeps the urn's id: the actor is always a user
+                return f"urn:li:corpuser:{Urn.from_string(request.actor_header).entity_ids[0]}"
+            except InvalidUrnError:
+                return None
         if request.token is not None:
             return self._tokens.get(request.token)
         if request.system_client is not None:
             return SYSTEM_ACTOR if request.system_client == self._system_client else None
-        return None if self._auth_required else SYSTEM_ACTOR
+        return None
 
     def _get_aspect(self, request: Recorded) -> tuple[int, Any]:
         """``GET /aspects/{urn}?aspect=..&version=0``: a VersionedAspect, or 404 when absent."""
@@ -511,6 +524,7 @@ class _Handler(BaseHTTPRequestHandler):
             system_client=authorization.removeprefix("Basic ").strip() or None
             if authorization.startswith("Basic ")
             else None,
+            actor_header=self.headers.get("X-DataHub-Actor") or None,
         )
         status, payload = self.server.fake.answer(request)  # type: ignore[attr-defined]
         data = json.dumps(payload).encode()

@@ -43,7 +43,7 @@ TOKENS = {"reflex-token": REFLEX, "carol-token": CAROL}
 
 @pytest.fixture
 def fake() -> Iterator[FakeGmsServer]:
-    with FakeGmsServer(tokens=TOKENS) as server:
+    with FakeGmsServer(tokens=TOKENS, metadata_service_auth=True) as server:
         for mcp in bootstrap_mcps():
             server.put_aspect(mcp.entityUrn, mcp.aspect)  # type: ignore[arg-type]
         yield server
@@ -285,15 +285,33 @@ class TestChangeLog:
             (ROOT_CAUSE_STATUS, ["PROPOSED"])
         ]
 
-    def test_a_tokenless_write_is_the_system_actor_and_a_bad_token_is_refused(
+    def test_with_auth_on_a_caller_without_a_known_token_is_refused(
         self, fake: FakeGmsServer
     ) -> None:
         anonymous, stranger = connect(fake), connect(fake, "stolen-token")
-        anonymous.emit([MCP(entityUrn=PAYMENTS, aspect=DomainsClass(domains=[]))])
-        with pytest.raises(CatalogError, match="Unauthorized"):
-            stranger.emit([MCP(entityUrn=LEDGER, aspect=DomainsClass(domains=[]))])
-        anonymous.close()
-        stranger.close()
+        for caller in (anonymous, stranger):
+            with pytest.raises(CatalogError, match="Unauthorized"):
+                caller.emit([MCP(entityUrn=LEDGER, aspect=DomainsClass(domains=[]))])
+            caller.close()
+        assert fake.take_change_log() == []
 
-        (logged,) = fake.take_change_log()
-        assert (logged.entityUrn, logged.created.actor) == (PAYMENTS, SYSTEM_ACTOR)
+
+def test_with_auth_off_gms_records_the_actor_a_caller_names_and_ignores_tokens() -> None:
+    """DataHub's ``NoOpAuthenticator``: no credential is checked; the ``X-DataHub-Actor``
+    header (the frontend's session user) names the actor, else the system actor."""
+    with FakeGmsServer(tokens=TOKENS) as fake:
+        claims = DataHubGraph(
+            DatahubClientConfig(
+                server=fake.url,
+                retry_max_times=0,
+                extra_headers={"X-DataHub-Actor": "urn:li:corpuser:mallory"},
+            )
+        )
+        callers = [connect(fake), connect(fake, "stolen-token"), connect(fake, "carol-token")]
+        for domain, caller in enumerate([*callers, ServerCatalog(claims, owns_graph=True)]):
+            caller.emit(
+                [MCP(entityUrn=PAYMENTS, aspect=DomainsClass(domains=[f"urn:li:domain:d{domain}"]))]
+            )
+            caller.close()
+        actors = [logged.created.actor for logged in fake.take_change_log()]
+    assert actors == [SYSTEM_ACTOR, SYSTEM_ACTOR, SYSTEM_ACTOR, "urn:li:corpuser:mallory"]

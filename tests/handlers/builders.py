@@ -4,6 +4,7 @@ aspect changes the router hands to a handler."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any, TypeVar
 
@@ -31,7 +32,13 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.directives import Directive
 from reflex_actions.handlers.lesson_store import lesson_term_mcp
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
-from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState, ProposerInfo
+from reflex_actions.lessons.model import (
+    ApprovedVersion,
+    Lesson,
+    LessonState,
+    LogPosition,
+    ProposerInfo,
+)
 from reflex_actions.vocabulary import (
     APPROVAL,
     CONTROL_SPEC,
@@ -65,6 +72,10 @@ def properties(values: dict[str, list[str]]) -> StructuredPropertiesClass:
     )
 
 
+#: The log the built changes are written to: each takes the next place in it.
+_LOG = itertools.count(1)
+
+
 def change(
     urn: str,
     aspect: _Aspect,
@@ -72,7 +83,8 @@ def change(
     actor: str = STEWARD,
     time_ms: int = 10,
 ) -> AspectChange:
-    """The change of one aspect of ``urn`` from ``previous`` to ``aspect``, by ``actor``."""
+    """The change of one aspect of ``urn`` from ``previous`` to ``aspect``, by ``actor``, at
+    the next place in the log (a redelivery hands the same change again)."""
     return AspectChange(
         entity_type=urn.split(":")[2],
         urn=urn,
@@ -81,6 +93,7 @@ def change(
         previous=as_json(previous) if previous is not None else None,
         actor=actor,
         time_ms=time_ms,
+        position=LogPosition(stream="test", offset=next(_LOG)),
     )
 
 

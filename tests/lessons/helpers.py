@@ -11,8 +11,9 @@ from typing import Any
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.demo.estate import dataset_urn, user_urn
-from reflex_actions.handlers.change import AspectChange
+from reflex_actions.handlers.change import AspectChange, position_in
 from reflex_actions.source.lite_change_feed import LiteChangeFeedSource
+from reflex_actions.times import now_ms
 
 PAYMENTS = dataset_urn("finance.payments")
 LEDGER = dataset_urn("finance.ledger_entries")
@@ -59,7 +60,11 @@ class ChangeFeed:
         changes: list[AspectChange] = []
         try:
             for envelope in source.events():
-                changes.append(AspectChange.from_mcl(envelope.event))
+                changes.append(
+                    AspectChange.from_mcl(
+                        envelope.event, now_ms=now_ms(), position=position_in(envelope.meta)
+                    )
+                )
                 source.ack(envelope)
         finally:
             source.close()

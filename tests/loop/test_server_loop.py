@@ -66,15 +66,27 @@ def _token(actor: str) -> str:
     return f"token-of-{actor.rsplit(':', 1)[-1]}"
 
 
+#: the system client's ``id:secret`` (DATAHUB_SYSTEM_CLIENT_ID/_SECRET), as ingestion uses it
+SYSTEM_CLIENT = "__datahub_system:JohnSnowKnowsNothing"
+
+
 def _catalog(fake: FakeGmsServer, token: str | None) -> ServerCatalog:
-    graph = DataHubGraph(DatahubClientConfig(server=fake.url, token=token, retry_max_times=0))
+    """A session with the user's token, else the system client's credentials (what an
+    ingestion run holds): GMS authenticates every caller."""
+    credentials = {} if token else {"Authorization": f"Basic {SYSTEM_CLIENT}"}
+    graph = DataHubGraph(
+        DatahubClientConfig(
+            server=fake.url, token=token, retry_max_times=0, extra_headers=credentials
+        )
+    )
     return ServerCatalog(graph, owns_graph=True)
 
 
 @dataclass
 class Sessions:
     """Everyone's DataHub session: a write goes out with the token of the user who makes it
-    (the ``actor`` argument, or the actor an MCP was stamped with), else with none."""
+    (the ``actor`` argument, or the actor an MCP was stamped with), else with the system
+    client's credentials."""
 
     fake: FakeGmsServer
     _open: dict[str | None, ServerCatalog] = field(default_factory=dict)
@@ -144,7 +156,11 @@ def server_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoop
     workdir = tmp_path_factory.mktemp("server-loop") / "demo"
     workdir.mkdir()
     generate_histories(workdir / "snapshots")
-    with FakeGmsServer(tokens={_token(actor): actor for actor in ACTORS}) as fake:
+    with FakeGmsServer(
+        tokens={_token(actor): actor for actor in ACTORS},
+        system_client=SYSTEM_CLIENT,
+        metadata_service_auth=True,
+    ) as fake:
         demo = ServerDemo(workdir, say=lambda _: None, fake=fake)
         demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
         demo.react()
@@ -176,7 +192,8 @@ def test_incident_b_on_the_ledger_comes_from_its_assertion(server_loop: ServerLo
 
 def test_reflex_saw_each_change_as_the_user_who_made_it(server_loop: ServerLoop) -> None:
     """The approvals Reflex acted on carry the principal of the token that wrote them; Reflex's
-    own writes carry its service principal, and the tokenless initial load the system actor."""
+    own writes carry its service principal, and the initial load (by the system client's
+    credentials) the system actor."""
     lesson_urn = lesson_urn_for(PAYMENTS_INCIDENT)
     approvals = [
         (mcl.created.actor, _approval(mcl))
