@@ -2,15 +2,19 @@
 
 A table is named as its DataHub urn names it (``db.schema.table``, ``schema.table``, or a bare
 ``table`` found on the search path), every part a quoted identifier; its column types are read
-from the catalog with bound values and given in DuckDB's names, as every engine gives them. The
-connection is read-only (each statement its own read-only transaction) with a statement timeout,
-and its connection string never appears in an error: it may hold a password.
+from the catalog with bound values and given in DuckDB's names, as every engine gives them. Every
+statement the engine runs is a transaction of its own, read-only from its start, with its own
+statement timeout, and rolled back: nothing it calls (a view's function) can write, lift the
+timeout or change a setting for the next statement. The connection string never appears in an
+error: it may hold a password.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlglot import exp
@@ -40,17 +44,27 @@ if TYPE_CHECKING:
 DEFAULT_STATEMENT_TIMEOUT_S = 300
 #: How long connecting may take before it is an error (seconds).
 CONNECT_TIMEOUT_S = 10
+#: The longest statement timeout PostgreSQL takes (milliseconds, a 32-bit integer).
+_MAX_TIMEOUT_MS = 2**31 - 1
 
 # The catalog is read with bound values only: a table's name is data here, never SQL text. A
 # control reads tables, partitioned tables, views, materialized views and foreign tables.
 _DATABASE = "SELECT current_database()"
-# TimeZone UTC: a time without a zone is UTC to every engine (a TIMESTAMPTZ cast to a plain
-# TIMESTAMP, as a freshness control's age does, would otherwise shift with the session's zone)
+# The session's defaults, what a statement run on ``connection`` directly gets (the engine's own
+# statements each begin with theirs, _BEGIN, and roll back what they changed). TimeZone UTC: a
+# time without a zone is UTC to every engine (a TIMESTAMPTZ cast to a plain TIMESTAMP, as a
+# freshness control's age does, would otherwise shift with the session's zone)
 _SETTINGS = (
     "SELECT set_config('default_transaction_read_only', 'on', false), "
     "set_config('statement_timeout', %(timeout)s, false), "
     "set_config('TimeZone', 'UTC', false)"
 )
+# One statement's transaction, read-only from its start (no query in it can make it read-write)
+# with its timeout armed when the statement starts. A function the statement calls may still
+# change the session's settings (set_config: the read-only default, the timeout, the search
+# path); the ROLLBACK after it undoes that. SET takes no bound value: the milliseconds are an
+# int the engine computed.
+_BEGIN = "BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds:d}"
 _COLUMNS = """
 SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)
 FROM pg_catalog.pg_class AS c
@@ -156,6 +170,8 @@ class PostgresEngine(Engine):
         cannot, naming where (never the password)."""
         import psycopg  # where a query runs: importing the engines connects to nothing
 
+        milliseconds = _timeout_ms(statement_timeout_s)
+        self._begin = _BEGIN.format(milliseconds=milliseconds)
         self._conninfo = conninfo
         self.statement_timeout_s = statement_timeout_s
         self.where, self._password = _describe(conninfo)
@@ -169,8 +185,9 @@ class PostgresEngine(Engine):
                 connect_timeout=CONNECT_TIMEOUT_S,
                 prepare_threshold=None,
             )
-            self.connection.execute(_SETTINGS, {"timeout": f"{int(statement_timeout_s * 1000)}"})
-            self.database: str = self.connection.execute(_DATABASE).fetchone()[0]  # type: ignore[index]
+            self.connection.execute(_SETTINGS, {"timeout": str(milliseconds)})
+            with self._read_only() as connection:
+                self.database: str = connection.execute(_DATABASE).fetchone()[0]  # type: ignore[index]
         except psycopg.Error as error:
             raise EngineError(
                 f"cannot connect to PostgreSQL {self.where}: {self._reason(error)}"
@@ -218,7 +235,8 @@ class PostgresEngine(Engine):
         import psycopg
 
         try:
-            return self.connection.execute(sql, params).fetchall()
+            with self._read_only() as connection:
+                return connection.execute(sql, params).fetchall()
         except psycopg.Error as error:
             raise SnapshotUnreadableError(self._reason(error)) from None
 
@@ -227,10 +245,22 @@ class PostgresEngine(Engine):
 
         text, values = positional(sql, params)
         try:
-            with psycopg.RawCursor(self.connection) as cursor:
+            with self._read_only() as connection, psycopg.RawCursor(connection) as cursor:
                 return cursor.execute(text, values).fetchall()
         except psycopg.Error as error:
             raise SnapshotUnreadableError(self._reason(error)) from None
+
+    @contextmanager
+    def _read_only(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection inside one statement's transaction (``_BEGIN``), rolled back on
+        leaving, whatever the statement did, unless the connection is lost (its error is the
+        one to report). Every statement the engine runs goes through here."""
+        try:
+            self.connection.execute(self._begin)
+            yield self.connection
+        finally:
+            if not self.connection.broken:
+                self.connection.execute("ROLLBACK")
 
     def worker(self) -> PostgresEngine:
         """A connection of its own: a server runs each connection's queries in parallel."""
@@ -243,6 +273,19 @@ class PostgresEngine(Engine):
         """The server's or driver's first line, the password cut out should it ever appear."""
         reason = first_line(error)
         return reason.replace(self._password, "***") if self._password else reason
+
+
+def _timeout_ms(seconds: float) -> int:
+    """A statement timeout in whole milliseconds, at least 1 (0 would turn it off); EngineError
+    for one that is not a positive number of seconds PostgreSQL takes."""
+    finite = isinstance(seconds, int | float) and 0 < seconds < math.inf
+    milliseconds = math.ceil(seconds * 1000) if finite else 0
+    if not 0 < milliseconds <= _MAX_TIMEOUT_MS:
+        raise EngineError(
+            "the PostgreSQL statement timeout must be a positive number of seconds up to "
+            f"{_MAX_TIMEOUT_MS // 1000}, not {seconds!r:.50}"
+        )
+    return milliseconds
 
 
 def _describe(conninfo: str) -> tuple[str, str | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
@@ -21,6 +22,33 @@ from tests.engines.postgres_server import PostgresServer, create_table, postgres
 __all__ = ["postgres_server"]  # the session fixture, used by name below
 
 UNIQUE_ID = parse_control_spec({"type": "uniqueness", "field": "transaction_id"})
+NOT_NULL_ACCOUNT = parse_control_spec({"type": "not_null", "field": "account"})
+
+#: A view whose column calls two functions on every row: one turns the session's read-only
+#: default and statement timeout off (for every later statement, were they the session's
+#: settings), the other writes whenever it can (a refused write swallowed, so the query goes on).
+HOSTILE_VIEW = """
+DROP SCHEMA IF EXISTS hostile CASCADE;
+CREATE SCHEMA hostile;
+CREATE TABLE hostile.victim (written text);
+CREATE TABLE hostile.accounts (account text);
+INSERT INTO hostile.accounts VALUES (NULL), ('a');
+CREATE FUNCTION hostile.unlock(value text) RETURNS text VOLATILE LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('default_transaction_read_only', 'off', false);
+    PERFORM set_config('statement_timeout', '0', false);
+    RETURN value;
+END $$;
+CREATE FUNCTION hostile.write(value text) RETURNS text VOLATILE LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO hostile.victim VALUES (coalesce(value, 'a NULL row'));
+    RETURN value;
+EXCEPTION WHEN read_only_sql_transaction THEN
+    RETURN value;
+END $$;
+CREATE VIEW hostile.unlocking AS
+    SELECT hostile.write(hostile.unlock(account)) AS account FROM hostile.accounts;
+"""
 
 #: two days of payments: day one repeats t1 twice more, day two repeats t2 once more
 PAYMENTS = [
@@ -193,6 +221,56 @@ def test_the_connection_is_read_only_with_a_statement_timeout(
         assert engine.fetch("SELECT count(*) FROM finance.payments", {}) == [(len(PAYMENTS),)]
     finally:
         engine.close()
+
+
+@pytest.fixture
+def hostile_view(postgres_server: PostgresServer) -> str:
+    """``hostile.unlocking`` (HOSTILE_VIEW), created afresh by the server's owner."""
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(HOSTILE_VIEW)
+    return "hostile.unlocking"
+
+
+def test_a_view_turning_read_only_off_in_the_counts_cannot_write_in_the_sample(
+    postgres_server: PostgresServer, hostile_view: str
+) -> None:
+    """Each statement is a read-only transaction of its own, rolled back: what the counts
+    query's function turned off is back on for the sample query, and for any after it."""
+    engine = PostgresEngine(postgres_server.url(), statement_timeout_s=0.5)
+    try:
+        result = run_control(NOT_NULL_ACCOUNT, TableTarget(hostile_view), engine=engine)
+        assert (result.passed, result.violation_count, len(result.sample)) == (False, 1, 1)
+        settings = (
+            "SELECT current_setting('transaction_read_only'), current_setting('statement_timeout')"
+        )
+        assert engine.fetch(settings, {}) == [("on", "500ms")]
+        with pytest.raises(SnapshotUnreadableError, match="read-only transaction"):
+            engine.fetch("INSERT INTO hostile.victim VALUES ('direct') RETURNING written", {})
+    finally:
+        engine.close()
+    with psycopg.connect(postgres_server.url()) as admin:
+        assert admin.execute("SELECT written FROM hostile.victim").fetchall() == []
+
+
+def test_a_view_turning_the_timeout_off_leaves_the_next_statement_timed(
+    postgres_server: PostgresServer, hostile_view: str
+) -> None:
+    engine = PostgresEngine(postgres_server.url(), statement_timeout_s=0.5)
+    try:
+        run_control(NOT_NULL_ACCOUNT, TableTarget(hostile_view), engine=engine)
+        started = time.perf_counter()
+        with pytest.raises(SnapshotUnreadableError, match="statement timeout"):
+            engine.fetch("SELECT pg_sleep(3)", {})
+        assert time.perf_counter() - started < 2.5
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("seconds", [0, -1, 0.0, float("nan"), float("inf"), 3e6])
+def test_a_statement_timeout_that_is_off_or_out_of_range_is_refused(seconds: float) -> None:
+    """Refused before connecting: 0 would turn the timeout off, 3e6 s is past PostgreSQL's."""
+    with pytest.raises(EngineError, match="statement timeout must be a positive number"):
+        PostgresEngine(f"postgresql://reflex@127.0.0.1:{_closed_port()}/reflex", seconds)
 
 
 def test_times_are_read_in_utc_whatever_the_session_zone(postgres_server: PostgresServer) -> None:
