@@ -1,17 +1,20 @@
 """Untrusted input, bounded: YAML read with limits, and error messages that name a bad value
-without repeating it whole.
+without repeating it whole, nor a secret pasted into the wrong field.
 
 A spec or an event can hold megabytes (or, through YAML aliases, a structure far larger than its
-text); a message quoting it must stay a line a person can read and a log can hold.
+text); a message quoting it must stay a line a person can read and a log can hold. A config's
+field may hold a connection URL put where a name belongs; a message must not log it.
 """
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from reflex_actions.errors import ReflexError
 
@@ -20,6 +23,8 @@ EXCERPT_CHARS = 60
 #: Most digits in one YAML integer: Python refuses to parse more than 4300, and the fields
 #: name their own, far lower, bounds.
 MAX_INT_DIGITS = 1000
+
+Model = TypeVar("Model", bound=BaseModel)
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = EXCERPT_CHARS
@@ -31,6 +36,42 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
 def excerpt(value: object) -> str:
     """``repr(value)`` cut to a few dozen characters; never builds the full repr."""
     return _REPR.repr(value)
+
+
+#: What a message shows in place of a value shaped like a connection string.
+HIDDEN = "<a connection string (hidden)>"
+#: a setting of a secret, as a libpq DSN (``host=db password=...``) or a URL's query has it
+_SECRET_SETTING = re.compile(r"(?:pass(?:word|wd)?|pwd|secret|token|api_?key)\s*=", re.IGNORECASE)
+
+
+def is_connection_string(text: str) -> bool:
+    """Whether ``text`` looks like a connection string that may hold a secret: a URL naming a
+    user (``postgresql://svc:pw@host/db``, any ``://...@``) or text setting a password, secret
+    or token (a libpq DSN). Linear in the text: a key can be as long as the file."""
+    _, separator, rest = text.partition("://")
+    return bool(separator and "@" in rest) or _SECRET_SETTING.search(text) is not None
+
+
+def safe_excerpt(value: object) -> str:
+    """A user-given value as an error names it: its :func:`excerpt`, or :data:`HIDDEN` when it
+    is a connection string (a secret pasted into a name's field must never reach a log)."""
+    return HIDDEN if isinstance(value, str) and is_connection_string(value) else excerpt(value)
+
+
+def validated(model: type[Model], values: Any, where: str) -> Model:
+    """``values`` (the block ``where`` names, e.g. ``action.config``) as ``model``; a
+    ReflexError naming the first invalid field and the problem, never the field's value nor
+    a key that is a connection string (pydantic names an unknown key in the error's place)."""
+    try:
+        return model.model_validate(values or {})
+    except ValidationError as error:
+        first = error.errors(include_url=False, include_input=False)[0]
+        field = ".".join(
+            HIDDEN if isinstance(part, str) and is_connection_string(part) else str(part)
+            for part in first["loc"]
+        )
+        place = f"{where}.{shorten(field, 200)}" if field else where
+        raise ReflexError(f"{place}: {first['msg']}") from None
 
 
 def shorten(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -86,7 +127,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
                 f"a mapping key must be a plain value{_line(key_node.start_mark)}"
             )
         if key in seen:
-            raise BoundedYamlError(f"duplicate key {excerpt(key)}{_line(key_node.start_mark)}")
+            raise BoundedYamlError(f"duplicate key {safe_excerpt(key)}{_line(key_node.start_mark)}")
         seen.add(key)
     return loader.construct_mapping(node)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
+from reflex_actions.bounded import safe_excerpt
 from reflex_actions.controls.base import validate_column_name
 from reflex_actions.lessons.llm import LlmConfig
 from reflex_actions.similarity.config import SimilarityConfig
@@ -150,7 +151,7 @@ class EngineConfig(_Strict):
         for setting, variable in value.items():
             if not ENVIRONMENT_VARIABLE.fullmatch(variable):
                 raise ValueError(
-                    f"connection setting {setting[:100]!r} names no environment variable: "
+                    f"connection setting {safe_excerpt(setting)} names no environment variable: "
                     "give the variable's name (e.g. REFLEX_POSTGRES_URL), never its value"
                 )
         return value

@@ -14,6 +14,7 @@ from datahub_actions.event.event_registry import METADATA_CHANGE_LOG_EVENT_V1_TY
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.action.report import ReflexReport, WriteCountingCatalog
+from reflex_actions.bounded import validated
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.registry import open_store
 from reflex_actions.config import ReflexConfig
@@ -82,7 +83,7 @@ class ReflexAction(Action):
         kinds = registered_kinds()  # a broken or conflicting kind stops the start, by name
         logger.info("reflex: lesson kinds %s", ", ".join(kind.pattern for kind in kinds))
         graph = ctx.graph.graph if ctx.graph is not None else None
-        catalog, config = open_store(ReflexConfig.model_validate(config_dict or {}), graph)
+        catalog, config = open_store(validated(ReflexConfig, config_dict, "action.config"), graph)
         logger.info(
             "reflex: Reflex's own writes are recorded as %s",
             ", ".join([config.service_actor, *config.own_actors]),

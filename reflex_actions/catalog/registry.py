@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reflex_actions.bounded import safe_excerpt
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.plugins import entry_points_in, load_plugin
 
@@ -24,7 +25,7 @@ def store_class(name: str) -> type[Catalog]:
     points = {point.name: point for point in entry_points_in(ENTRY_POINT_GROUP)}
     if name not in points:
         known = ", ".join(sorted(points))
-        raise CatalogError(f"no catalog store {name!r}; registered: {known}")
+        raise CatalogError(f"no catalog store {safe_excerpt(name)}; registered: {known}")
     return load_plugin(points[name], Catalog, "catalog store", CatalogError)
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import click
 
+from reflex_actions.bounded import validated
 from reflex_actions.catalog.registry import open_store
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
-from reflex_actions.cli.pipeline_file import load_pipeline, validated_block
+from reflex_actions.cli.pipeline_file import load_pipeline
 from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
@@ -27,7 +28,7 @@ def reflex_config(pipeline: dict[str, Any], path: Path) -> ReflexConfig:
     action = pipeline.get("action")
     if not isinstance(action, dict) or action.get("type") != "reflex":
         raise ReflexError(f"{path} has no `action` block of type reflex")
-    return validated_block(ReflexConfig, action.get("config"), path, "action.config")
+    return validated(ReflexConfig, action.get("config"), f"{path}: action.config")
 
 
 def _graph(pipeline: dict[str, Any]) -> Any:

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from datahub.configuration.config_loader import EnvResolver
-from pydantic import BaseModel, ValidationError
 
 from reflex_actions.bounded import BoundedYamlError, load_bounded_yaml
 from reflex_actions.errors import ReflexError
 
 #: Longest pipeline file read (characters).
 MAX_PIPELINE_CHARS = 1024 * 1024
-
-Model = TypeVar("Model", bound=BaseModel)
 
 
 def load_pipeline(path: Path) -> dict[str, Any]:
@@ -31,14 +28,3 @@ def load_pipeline(path: Path) -> dict[str, Any]:
         raise ReflexError(f"{path} is not a pipeline (a mapping with an `action` block)")
     resolved: dict[str, Any] = EnvResolver(os.environ).resolve(data)
     return resolved
-
-
-def validated_block(model: type[Model], values: Any, path: Path, where: str) -> Model:
-    """One block of the pipeline file (``where``, e.g. ``action.config``) as ``model``; a
-    ReflexError naming the first invalid field (never its value) if it does not fit."""
-    try:
-        return model.model_validate(values or {})
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise ReflexError(f"{path}: {where}.{field}: {first['msg']}") from None

@@ -15,9 +15,9 @@ from typing import Any
 import click
 from datahub_actions.plugin.source.kafka.kafka_event_source import KafkaEventSourceConfig
 
-from reflex_actions.bounded import excerpt
+from reflex_actions.bounded import excerpt, validated
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
-from reflex_actions.cli.pipeline_file import load_pipeline, validated_block
+from reflex_actions.cli.pipeline_file import load_pipeline
 from reflex_actions.cli.store import DEFAULT_STORE
 from reflex_actions.errors import ReflexError
 from reflex_actions.source.kafka_lag import group_lag
@@ -61,7 +61,7 @@ def _kafka_status(pipeline: dict[str, Any], config: Any, path: Path) -> tuple[di
     group = pipeline.get("name")
     if not isinstance(group, str) or not group:
         raise ReflexError(f"{path} has no pipeline `name` (the kafka consumer group)")
-    lag = group_lag(group, validated_block(KafkaEventSourceConfig, config, path, "source.config"))
+    lag = group_lag(group, validated(KafkaEventSourceConfig, config, f"{path}: source.config"))
     behind = lag.behind
     payload = {
         "source": "kafka",
@@ -102,7 +102,7 @@ def _pipeline_status(path: Path) -> tuple[dict[str, Any], str]:
         raise ReflexError(f"{path} has no `source` block")
     kind, config = source.get("type"), source.get("config")
     if kind == "reflex-lite":
-        return _lite_status(validated_block(LiteChangeFeedConfig, config, path, "source.config"))
+        return _lite_status(validated(LiteChangeFeedConfig, config, f"{path}: source.config"))
     if kind == "kafka":
         return _kafka_status(pipeline, config, path)
     raise ReflexError(

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from reflex_actions.bounded import safe_excerpt
 from reflex_actions.engines.base import EngineError
 from reflex_actions.plugins import entry_points_in, load_plugin
 
@@ -31,7 +32,9 @@ def engine_class(name: str) -> type[Engine]:
 
     points = {point.name: point for point in entry_points_in(ENTRY_POINT_GROUP)}
     if name not in points:
-        raise EngineError(f"no engine {name!r}; registered: {', '.join(sorted(points))}")
+        raise EngineError(
+            f"no engine {safe_excerpt(name)}; registered: {', '.join(sorted(points))}"
+        )
     return load_plugin(points[name], Engine, "engine", EngineError)
 
 
@@ -42,7 +45,7 @@ def check_settings(name: str, connection: Mapping[str, str]) -> type[Engine]:
     unknown = sorted(set(connection) - set(engine.settings_from))
     if unknown:
         raise EngineError(
-            f"the {name} engine has no setting {unknown[0][:100]!r}; "
+            f"the {name} engine has no setting {safe_excerpt(unknown[0])}; "
             f"its settings: {', '.join(sorted(engine.settings_from)) or 'none'}"
         )
     return engine
