@@ -46,6 +46,7 @@ from reflex_actions.catalog.translate import (
     dataset_context,
     simple_field_path,
 )
+from reflex_actions.safe_files import open_lock_file
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class LiteCatalog(Catalog):
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
-        with self._lock_path.open("a") as handle:
+        with open_lock_file(self._lock_path) as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

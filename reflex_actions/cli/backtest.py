@@ -16,6 +16,7 @@ from reflex_actions.backtest.engine import (
     embedded_engine,
 )
 from reflex_actions.backtest.history import delta_history, iceberg_history, partition_history
+from reflex_actions.bounded import excerpt
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
 from reflex_actions.cli.targets import TargetOptions, table_options
 from reflex_actions.controls import Control, load_control_spec
@@ -23,6 +24,7 @@ from reflex_actions.engines import DEFAULT_ENGINE, open_engine
 from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget
 from reflex_actions.errors import ReflexError
 from reflex_actions.report.backtest import render_html, render_markdown
+from reflex_actions.safe_files import check_file, write_file
 
 
 class TerminalProgress:
@@ -55,6 +57,16 @@ def _reference_histories(control: Control, folder: Path | None) -> dict[str, His
             "--reference-history DIR"
         )
     return {target.dataset: load_history(folder)} if target and folder else {}
+
+
+@contextmanager
+def _writing_report(path: Path) -> Iterator[None]:
+    """The HTML report file that cannot be written, as bad input naming it."""
+    try:
+        yield
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ReflexError(f"cannot write the report {excerpt(str(path))}: {reason}") from None
 
 
 @contextmanager
@@ -162,6 +174,9 @@ def backtest_command(
             "--iceberg, --delta)"
         )
     references = _reference_histories(control, reference_history)
+    if report_path is not None:
+        with _writing_report(report_path):  # refused before the backtest runs, not after it
+            check_file(report_path)
     with _engine(targets.engine, memory_limit) as engine:
         loaded = [load_history(folder) for folder in histories]
         if targets.given:
@@ -176,7 +191,8 @@ def backtest_command(
             engine=engine,
         )
     if report_path is not None:
-        report_path.write_text(render_html(report), encoding="utf-8")
+        with _writing_report(report_path):
+            write_file(report_path, render_html(report))
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:

@@ -267,13 +267,16 @@ def demo_command(workdir: Path, scenario: str | None) -> None:
     import sys
 
     from reflex_actions.demo.run import run_demo
+    from reflex_actions.safe_files import is_regular_file
 
     if workdir.exists() and any(workdir.iterdir()):
-        if not (workdir / "reflex.db").is_file():
+        if not is_regular_file(workdir / "reflex.db"):
             raise click.UsageError(
                 f"{workdir} is not empty and holds no earlier demo: choose another --dir"
             )
-        shutil.rmtree(workdir)  # an earlier demo's folder: start afresh
+        folder = workdir.resolve()  # a --dir given as a symlink names this folder
+        shutil.rmtree(folder)  # an earlier demo's folder: start afresh
+        folder.mkdir()
     selected = None if scenario is None else [scenario]
     sys.exit(0 if run_demo(workdir, click.echo, scenarios=selected) else 1)
 

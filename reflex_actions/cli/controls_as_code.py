@@ -43,6 +43,7 @@ from reflex_actions.handlers.lesson_store import LESSON_PREFIX, load_lesson, ter
 from reflex_actions.handlers.publish import MAX_SCOPE
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.lessons.validation import parse_steward_control
+from reflex_actions.safe_files import Folder
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import CONTROL_SPEC, LESSONS_NODE, SCOPE
 
@@ -315,16 +316,22 @@ def export_command(folder: Path, as_json: bool, catalog: Catalog) -> None:
     """Write each published lesson as one reviewable YAML file in FOLDER (created if needed).
 
     Exporting the same store twice writes the same bytes; other files in FOLDER are left as
-    they are."""
+    they are; a lesson file that is a symlink, or not a regular file, refuses the export before
+    any file is written."""
+    exported = exported_lessons(catalog)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        with Folder(folder, create=True) as target:
+            for lesson, _, _ in exported:
+                target.check_file(file_name(lesson.urn))
+            for lesson, approved, title in exported:
+                text = render(lesson_file(lesson, approved, title))
+                target.write_file(file_name(lesson.urn), text)
     except OSError as error:
-        raise LessonFileError(f"cannot create {excerpt(str(folder))}: {error.strerror}") from None
-    written: list[dict[str, str]] = []
-    for lesson, approved, title in exported_lessons(catalog):
-        path = folder / file_name(lesson.urn)
-        path.write_text(render(lesson_file(lesson, approved, title)), encoding="utf-8")
-        written.append({"lesson": lesson.urn, "file": str(path)})
+        raise LessonFileError(f"cannot write to {excerpt(str(folder))}: {error.strerror}") from None
+    written = [
+        {"lesson": lesson.urn, "file": str(folder / file_name(lesson.urn))}
+        for lesson, _, _ in exported
+    ]
     if as_json:
         print_json({"folder": str(folder), "written": written})
     else:

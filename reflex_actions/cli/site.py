@@ -3,7 +3,8 @@
 It reads the lessons (their stored definitions, the pages DataHub shows), the datasets they
 were published on, those datasets' assertions, recent runs and the incidents B raised there,
 and writes ``DIR/index.html``, ``DIR/lessons/*.html`` and ``DIR/datasets/*.html``
-(:mod:`reflex_actions.report.site` renders them). A lesson it cannot read is listed on the
+(:mod:`reflex_actions.report.site` renders them), each a regular file reached through no
+symlink (:mod:`reflex_actions.safe_files`). A lesson it cannot read is listed on the
 index with its error; the others are still written.
 """
 
@@ -42,6 +43,7 @@ from reflex_actions.report.site import (
     RunRecord,
     render_site,
 )
+from reflex_actions.safe_files import Folder
 from reflex_actions.vocabulary import COVERAGE, LESSONS_NODE
 
 #: Runs shown per control on a dataset's page (the newest).
@@ -153,11 +155,14 @@ def write_site(catalog: LiteCatalog, directory: Path) -> dict[str, Any]:
     datasets = read_datasets(catalog, readable)
     pages = render_site(lessons, datasets)
     try:
-        for relative, text in pages.items():
-            path = directory / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        removed = _remove_stale_pages(directory, set(pages))
+        with Folder(directory, create=True) as folder:
+            for relative in pages:  # every page checked before the first is written
+                folder.check_file(relative)
+            removed = _stale_pages(folder, set(pages))
+            for relative, text in pages.items():
+                folder.write_file(relative, text)
+            for relative in removed:
+                folder.remove_file(relative)
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise ReflexError(f"cannot write the site to {excerpt(str(directory))}: {reason}") from None
@@ -174,17 +179,15 @@ def write_site(catalog: LiteCatalog, directory: Path) -> dict[str, Any]:
 _PAGE_FILE = re.compile(r"^[A-Za-z0-9._-]+-[0-9a-f]{12}\.html$")
 
 
-def _remove_stale_pages(directory: Path, written: set[str]) -> list[str]:
-    """Delete the pages an earlier run wrote that this one did not (a dataset no longer
-    covered): only files of this command's form, in its own folders; the others stay."""
-    removed = []
-    for folder in (LESSONS_FOLDER, DATASETS_FOLDER):
-        for path in sorted((directory / folder).glob("*.html")):
-            relative = f"{folder}/{path.name}"
-            if relative not in written and _PAGE_FILE.match(path.name) and path.is_file():
-                path.unlink()
-                removed.append(relative)
-    return removed
+def _stale_pages(folder: Folder, written: set[str]) -> list[str]:
+    """The pages an earlier run wrote that this one does not (a dataset no longer covered):
+    only regular files of this command's form, in its own folders; the others stay."""
+    return [
+        relative
+        for subfolder in (LESSONS_FOLDER, DATASETS_FOLDER)
+        for name in folder.regular_files(subfolder)
+        if (relative := f"{subfolder}/{name}") not in written and _PAGE_FILE.match(name)
+    ]
 
 
 @click.command("site")

@@ -16,7 +16,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reflex_actions.safe_files import Folder, UnsafePathError
 from reflex_actions.sql import ControlQuery, Relation
 
 if TYPE_CHECKING:
@@ -204,13 +204,10 @@ class RenderedStore:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self._private():
                 return
-            with tempfile.NamedTemporaryFile(
-                "w", encoding="utf-8", dir=self.folder, suffix=".tmp", delete=False
-            ) as handle:
-                handle.write(text)
-            os.replace(handle.name, self.folder / f"{digest}.json")
-            self._prune()
-        except OSError:
+            with Folder(self.folder) as folder:
+                folder.write_file(f"{digest}.json", text)
+                self._prune(folder)
+        except (OSError, UnsafePathError):
             return  # a store that cannot be written is only slower: the run goes on
 
     def _private(self) -> bool:
@@ -222,10 +219,14 @@ class RenderedStore:
         owned = not hasattr(os, "getuid") or status.st_uid == os.getuid()
         return owned and not status.st_mode & 0o022
 
-    def _prune(self) -> None:
-        entries = sorted(self.folder.glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
-        for stale in entries[: max(0, len(entries) - self.max_entries)]:
-            stale.unlink(missing_ok=True)
+    def _prune(self, folder: Folder) -> None:
+        entries = sorted(
+            (status.st_mtime_ns, name)
+            for name, status in folder.regular_files().items()
+            if name.endswith(".json")
+        )
+        for _, stale in entries[: max(0, len(entries) - self.max_entries)]:
+            folder.remove_file(stale)
 
 
 @cache

@@ -16,6 +16,7 @@ from datahub.metadata.schema_classes import DomainsClass, StatusClass
 
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.errors import ReflexError
 
 PAYMENTS = make_dataset_urn("snowflake", "finance.payments")
 FINANCE = make_domain_urn("finance")
@@ -29,6 +30,19 @@ def test_malformed_value_in_the_store_is_a_named_error(tmp_path: Path) -> None:
     raw.commit()
     with pytest.raises(CatalogError, match=r"malformed domains aspect on urn:li:dataset:"):
         catalog.dataset(PAYMENTS)
+
+
+def test_a_store_lock_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    """Taking the write lock creates the lock file: never through a symlink, out of the
+    store's folder."""
+    outside = tmp_path / "elsewhere" / "made.txt"
+    outside.parent.mkdir()
+    (tmp_path / "s.db.lock").symlink_to(outside)
+
+    with pytest.raises(ReflexError, match=r"'s\.db\.lock' in .* is a symlink"):
+        LiteCatalog(tmp_path / "s.db")
+
+    assert list(outside.parent.iterdir()) == []
 
 
 def test_index_sees_writes_made_by_another_lite_writer(tmp_path: Path) -> None:

@@ -64,6 +64,22 @@ def test_report_file_and_thresholds(tmp_path: Path) -> None:
     assert below.exit_code == 1
 
 
+def test_a_report_file_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.html"
+    outside.write_text("theirs")
+    report = tmp_path / "reports" / "r.html"
+    report.parent.mkdir()
+    report.symlink_to(outside)
+    args = ["backtest", str(spec(tmp_path)), "--history", str(history(tmp_path))]
+
+    result = CliRunner().invoke(cli, [*args, "--report", str(report)])
+
+    assert result.exit_code == 2
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1
+    assert "r.html" in result.output and "is a symlink" in result.output
+    assert outside.read_text() == "theirs" and report.is_symlink()
+
+
 def test_bad_history_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli, ["backtest", str(spec(tmp_path)), "--history", str(tmp_path / "missing"), "--json"]

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from datahub.emitter.mce_builder import make_dataset_urn
 from datahub.emitter.mcp import MetadataChangeProposalWrapper as MCP
@@ -135,3 +136,42 @@ def test_demo_refuses_a_folder_that_is_not_its_own(tmp_path: Path) -> None:
     assert code == 2
     assert "holds no earlier demo" in output
     assert keep.read_text() == "do not delete"
+
+
+def test_demo_takes_a_symlinked_store_for_no_earlier_demo(tmp_path: Path) -> None:
+    """Only a regular ``reflex.db`` marks an earlier demo's folder, which the demo empties."""
+    outside = tmp_path / "outside.db"
+    outside.write_text("theirs")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "reflex.db").symlink_to(outside)
+    keep = workdir / "important.txt"
+    keep.write_text("do not delete")
+
+    code, output = run("demo", "--dir", str(workdir))
+
+    assert code == 2 and "holds no earlier demo" in output
+    assert keep.read_text() == "do not delete" and outside.read_text() == "theirs"
+
+
+def test_demo_given_a_symlinked_folder_empties_the_folder_and_keeps_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder named through a symlink is the user's choice: an earlier demo's is emptied."""
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "reflex.db").write_text("an earlier demo's store")
+    (earlier / "snapshots").mkdir()
+    link = tmp_path / "demo"
+    link.symlink_to(earlier)
+    given: list[Path] = []
+
+    def run_demo(workdir: Path, say: object, scenarios: object) -> bool:
+        given.append(workdir)
+        return True
+
+    monkeypatch.setattr("reflex_actions.demo.run.run_demo", run_demo)
+    code, output = run("demo", "--dir", str(link))
+
+    assert code == 0, output
+    assert given == [link] and link.is_symlink() and list(earlier.iterdir()) == []

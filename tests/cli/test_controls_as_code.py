@@ -317,6 +317,24 @@ def test_unreadable_files_exit_2_naming_the_file(tmp_path: Path, text: str, mess
         assert len(output) < 400
 
 
+def test_export_refuses_a_lesson_file_that_is_a_symlink(published: Demo, tmp_path: Path) -> None:
+    """A folder checked out from a repository may hold a symlink in a lesson file's place:
+    writing through it would overwrite the file it points to."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs")
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / PAYMENTS_FILE).symlink_to(outside)
+
+    code, output = run(export_command, str(folder), "--store", str(store_of(published.workdir)))
+
+    assert code == 2
+    assert output.startswith("error: ") and output.count("\n") == 1
+    assert PAYMENTS_FILE in output and "is a symlink" in output
+    assert outside.read_text() == "theirs"
+    assert [path.name for path in folder.iterdir()] == [PAYMENTS_FILE]
+
+
 def test_file_names_never_lead_out_of_the_folder() -> None:
     assert file_name(PAYMENTS_LESSON) == PAYMENTS_FILE
     for urn in [

@@ -166,6 +166,35 @@ def test_a_site_folder_that_is_a_file_is_bad_input(full_loop: FullLoop, tmp_path
     assert target.read_text() == "keep me"
 
 
+def one_line_refusal(output: str, path: Path) -> None:
+    """The refusal is one line naming the path (shortened if long) and that it is a symlink."""
+    assert output.startswith("error: ") and output.count("\n") == 1
+    assert path.name in output and "is a symlink" in output
+
+
+@pytest.mark.parametrize("planted", ["lessons", INDEX])
+def test_a_symlink_in_the_site_folder_is_refused_and_nothing_outside_is_touched(
+    full_loop: FullLoop, tmp_path: Path, planted: str
+) -> None:
+    """A ``lessons/`` folder or a page that is a symlink would lead the writes (and the stale
+    page cleanup) out of the folder: refused before any page is written."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    stale_form = outside / "somebody_else-0123456789ab.html"  # a stale page's form
+    stale_form.write_text("theirs")
+    site = tmp_path / "site"
+    site.mkdir()
+    link = site / planted
+    link.symlink_to(outside if planted == "lessons" else stale_form)
+
+    code, output = run_site(store_of(full_loop.workdir), site)
+
+    assert code == EXIT_BAD_INPUT
+    one_line_refusal(output, link)
+    assert list(outside.iterdir()) == [stale_form] and stale_form.read_text() == "theirs"
+    assert list(site.iterdir()) == [link]  # nothing written half-way
+
+
 def test_a_site_folder_that_cannot_be_created_is_bad_input(
     full_loop: FullLoop, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ import pytest
 from datahub.metadata.schema_classes import DatasetPropertiesClass
 
 from reflex_actions.catalog.lite import LiteCatalog
+from reflex_actions.errors import ReflexError
 from reflex_actions.source.lite_change_feed import ChangeFeedError
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import _Offsets
 from tests.source.test_lite_change_feed import DATASET, drain, feed, parse, write
@@ -101,6 +102,19 @@ def test_a_second_source_on_the_same_offset_file_is_refused(store: LiteCatalog) 
     assert offset_file(store).read_text() == pinned  # the refused source wrote nothing
     first.close()
     assert names(drain(feed(store))) == ["payments"]  # closing released the file
+
+
+def test_an_offset_lock_that_is_a_symlink_is_refused(store: LiteCatalog, tmp_path: Path) -> None:
+    """Its holder truncates the lock file and writes its process id there: never through a
+    symlink."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs")
+    Path(f"{offset_file(store)}.lock").symlink_to(outside)
+
+    with pytest.raises(ReflexError, match=r"\.reflex-offset\.lock' in .* is a symlink"):
+        feed(store)
+
+    assert outside.read_text() == "theirs"
 
 
 def test_a_source_in_another_process_is_refused(store: LiteCatalog) -> None:

@@ -64,6 +64,7 @@ from datahub_actions.source.event_source import EventSource
 from pydantic import Field
 
 from reflex_actions.errors import ReflexError
+from reflex_actions.safe_files import open_lock_file
 from reflex_actions.source.schedule_tick import tick_envelope
 from reflex_actions.times import now_ms
 
@@ -278,7 +279,7 @@ class _OffsetFileLock:
         self.path = self.path_of(offset_file)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = self.path.open("a+", encoding="ascii", errors="replace")
+            handle = open_lock_file(self.path)
         except OSError as error:
             raise self._cannot_lock(error) from None
         try:
