@@ -39,6 +39,7 @@ from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.executor import ControlResult
 from reflex_actions.handlers.directives import Outbox
 from reflex_actions.lessons.model import Lesson, Recurrence
+from reflex_actions.report.markdown import code, escape
 from reflex_actions.sql import shown_relation, shown_sql
 from reflex_actions.vocabulary import display_name
 
@@ -207,8 +208,8 @@ def _checked_against(result: ControlResult) -> str:
     if reference is None:
         return ""
     return (
-        f"\n\nChecked against {display_name(reference.dataset)} snapshot "
-        f"{reference.snapshot_id} ({reference.chosen})."
+        f"\n\nChecked against {escape(display_name(reference.dataset))} snapshot "
+        f"{escape(reference.snapshot_id)} ({escape(reference.chosen)})."
     )
 
 
@@ -227,16 +228,20 @@ def record_recurrence(
 ) -> str:
     """Decide incident B (the lesson's control caught the failure again, on this dataset) unless
     it exists, and note it on the lesson unless noted; the caller saves the lesson. Safe to
-    repeat after a crash at any point."""
+    repeat after a crash at any point. Its description is markdown (DataHub renders it): every
+    name, value and note in it is escaped here, ``extra`` (a paragraph) by the caller; its title
+    is plain text."""
     incident = recurrence_incident_urn(assertion, snapshot_id)
     if catalog.get_aspect(incident, IncidentInfoClass) is None:
-        sample = "\n".join(f"- {json.dumps(row, default=str)}" for row in result.sample)
+        sample = "\n".join(f"- {code(json.dumps(row, default=str))}" for row in result.sample)
         description = (
-            f"Reflex control '{result.control}' failed on {display_name(dataset_urn)} for snapshot "
-            f"{snapshot_id} ({result.snapshot}): {result.violation_count} violation(s) in "
+            f"Reflex control '{escape(result.control)}' failed on "
+            f"{escape(display_name(dataset_urn))} for snapshot {escape(snapshot_id)} "
+            f"({escape(result.snapshot)}): {result.violation_count} violation(s) in "
             f"{result.rows_scanned} row(s), {result.allowed_violations} allowed.\n\n"
-            f"This is a recurrence of lesson '{lesson_title}' ({lesson.urn}), learned from "
-            f"incident {lesson.incident}.\n\nWorst offenders:\n{sample or '- (none sampled)'}"
+            f"This is a recurrence of lesson '{escape(lesson_title)}' ({escape(lesson.urn)}), "
+            f"learned from incident {escape(lesson.incident)}.\n\n"
+            f"Worst offenders:\n{sample or '- (none sampled)'}"
             + _checked_against(result)
             + (f"\n\n{extra}" if extra else "")
         )

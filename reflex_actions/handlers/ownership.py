@@ -30,6 +30,7 @@ from reflex_actions.handlers.run_controls import published_lessons
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.kinds.base import OwnerChange, Trigger
 from reflex_actions.lessons.model import Lesson, OwnershipProposal
+from reflex_actions.report.markdown import escape
 from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
 
 logger = logging.getLogger(__name__)
@@ -85,11 +86,11 @@ def _raise_recurrence(
 ) -> None:
     """Incident B, and the kind's replacement-owner proposal waiting for a steward's approval."""
     actor = ctx.config.service_actor
-    note = f"{display_name(change.urn)} was suspended."
+    note = f"{escape(display_name(change.urn))} was suspended."
     if remedy:
         note += (
-            f" Proposed replacement owner: {remedy.owner} ({remedy.reason}); it is applied only "
-            "once a steward sets reflex.ownershipChangeApproval to APPROVED."
+            f" Proposed replacement owner: {escape(remedy.owner)} ({escape(remedy.reason)}); it "
+            "is applied only once a steward sets reflex.ownershipChangeApproval to APPROVED."
         )
     incident = record_recurrence(
         ctx.catalog,

@@ -27,7 +27,7 @@ from reflex_actions.lessons.model import (
 )
 from reflex_actions.report import markdown
 from reflex_actions.report.backtest import ratio_text
-from reflex_actions.report.markdown import code, code_block, escape
+from reflex_actions.report.markdown import code, code_block, code_cell, escape
 from reflex_actions.similarity import Resolution
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import display_name
@@ -152,8 +152,8 @@ def versions_section(lesson: Lesson) -> list[str]:
         scope = ", ".join(display_name(urn) for urn in version.scope)
         lines.append(
             f"| {version.number}{mark} | {escape(version.actor)} | {iso(version.at)} "
-            f"| {escape(version.origin)} | {code(control)} | {escape(scope)} "
-            f"| {_backtest_cell(version.backtest)} | {code(version.digest[:12])} |"
+            f"| {escape(version.origin)} | {code_cell(control)} | {escape(scope)} "
+            f"| {_backtest_cell(version.backtest)} | {code_cell(version.digest[:12])} |"
         )
     return lines
 

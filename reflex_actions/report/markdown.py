@@ -2,7 +2,8 @@
 
 Pages a steward reads in DataHub are markdown; text that reaches them from an incident, a model or
 a snapshot must render as exactly that text, never as an image, a link, HTML, a heading or a
-table cell boundary. Every such piece goes through one of these functions.
+table cell boundary. Every such piece goes through one of these functions. DataHub renders
+markdown as GFM (``marked``, ``gfm: true``), which also links bare URLs and emails by itself.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import re
 
 #: Characters that open or close inline markup anywhere in a line (CommonMark + GFM tables and
-#: strikethrough). ``_`` is handled apart: between two word characters it never delimits.
-_INLINE_MARKUP = re.compile(r"[\\`*\[\]<>|~&]")
+#: strikethrough), and what a GFM autolink needs unbroken: a URL's ``://``, ``www.``, an email's
+#: ``@``. ``_`` is handled apart: between two word characters it never delimits.
+_INLINE_MARKUP = re.compile(r"[\\`*\[\]<>|~&@]|:(?=//)|(?<=[wW]{3})\.")
 _UNDERSCORES = re.compile(r"(?<![^\W_])_+|_+(?![^\W_])")
 #: Markers that make a line a heading, list item, quote or rule when they lead it.
 _LEADING_BLOCK_MARKER = re.compile(r"^(?:([#+=-])|(\d+)(?=[.)]))")
@@ -46,6 +48,12 @@ def code(text: object) -> str:
     fence = _fence_for(line, 1)
     padded = f" {line} " if line.startswith("`") or line.endswith("`") else line
     return f"{fence}{padded}{fence}"
+
+
+def code_cell(text: object) -> str:
+    """``text`` as an inline code span in a table cell: a GFM table splits its row on every
+    unescaped ``|``, inside code spans too, and shows an escaped one as ``|``."""
+    return code(text).replace("|", "\\|")
 
 
 def code_block(text: str, language: str = "") -> str:

@@ -1,18 +1,65 @@
-"""Untrusted text on the lesson page renders as text: an injected image, link, HTML, heading or
-fence-closing line stays inert (issue 11, item 11)."""
+"""Untrusted text on the lesson page (issue 11, item 11) and in incident B's description (issue 25,
+item 9) renders as text: an injected image, link, bare URL, HTML, heading or fence-closing line
+stays inert."""
 
 from __future__ import annotations
 
+import copy
+import html
 import re
+from pathlib import Path
 
 import pytest
+from datahub.metadata.schema_classes import (
+    AuditStampClass,
+    CorpUserStatusClass,
+    GlossaryTermInfoClass,
+    GroupMembershipClass,
+    IncidentInfoClass,
+    IncidentStateClass,
+    IncidentStatusClass,
+    OperationClass,
+    OperationTypeClass,
+    StringTypeClass,
+)
+from datahub.utilities.urn_encoder import UrnEncoder
+from markdown_it import MarkdownIt
 
 from reflex_actions.backtest.metrics import BacktestReport, Scores
+from reflex_actions.catalog.steward import acting_as
+from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
+from reflex_actions.handlers.directives import apply
+from reflex_actions.handlers.incident_resolved import on_incident_change
+from reflex_actions.handlers.ownership import on_user_status
+from reflex_actions.handlers.run_controls import on_operation
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
-from reflex_actions.lessons.model import Evidence, Lesson, LessonState, ProposerInfo
+from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
+from reflex_actions.lessons.model import (
+    ApprovedVersion,
+    Evidence,
+    Lesson,
+    LessonState,
+    ProposerInfo,
+)
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.report.markdown import code, code_block, escape
+from reflex_actions.vocabulary import display_name
+from tests.catalog.builders import field, schema
+from tests.catalog.memory_catalog import MemoryCatalog
+from tests.conftest import write_snapshot
+from tests.handlers.builders import (
+    LESSON,
+    PAYMENTS,
+    REFLEX,
+    STEWARD,
+    add_dataset,
+    change,
+    context,
+    published_lesson,
+    seed,
+    written,
+)
 
 IMAGE = "![pixel](http://evil.example/p.png)"
 HOSTILE = [
@@ -27,6 +74,7 @@ HOSTILE = [
     "a | b | c",
     "&lt;img&gt;",
     "back\\slash \\[",
+    "bare links: https://evil.example/x WWW.evil.example mail@evil.example",
     "```\n![](http://evil.example/fence.png)\n```",
 ]
 #: CommonMark: a backslash before ASCII punctuation shows that character, literally.
@@ -47,6 +95,7 @@ def test_escaped_text_shows_exactly_itself_on_one_line(text: str) -> None:
     assert shown(escaped) == " ".join(text.split())
     assert not MARKUP.search(BACKSLASH_ESCAPE.sub("", escaped))
     assert not re.match(r"[#+=>-]|\d+[.)]", escaped)
+    assert _autolinked(escaped) == []
 
 
 def test_names_stay_readable() -> None:
@@ -193,3 +242,148 @@ def test_the_similar_assets_table_shows_hostile_names_and_reasons_as_text(text: 
     for line in section.splitlines()[4:]:
         content = line.removeprefix("- ").replace(" | ", " ").strip("| ")
         assert not MARKUP.search(content), line
+
+
+# --- through the handlers: what lands in DataHub's markdown fields (issue 25, item 9) -----------
+#: Values a landed snapshot, a schema, a urn or a steward's note can hold.
+LANDED = [
+    "![x](http://attacker.example/p.png)",
+    "[click](javascript:alert(1))",
+    "<img src=x onerror=alert(1)>",
+    "`rm -rf`",
+]
+#: What GFM (DataHub renders markdown with marked, ``gfm: true``) links by itself, in a run of
+#: plain text: a backslash escape ends the run.
+GFM_AUTOLINK = re.compile(r"(?:https?|ftp)://|www\.|[\w.+-]@[\w-]+\.\w", re.IGNORECASE)
+
+
+def _rendered(markdown: str) -> str:
+    """``markdown`` as HTML by a CommonMark renderer with raw HTML on and every link target
+    allowed: Reflex's text must stay inert whatever the renderer's own URL filter."""
+    renderer = MarkdownIt("commonmark").enable(["table"])
+    renderer.validateLink = lambda url: True
+    return renderer.render(markdown)
+
+
+def _autolinked(markdown: str) -> list[str]:
+    """What GFM would turn into a link: URLs and emails in runs of plain text (the text between
+    backslash escapes, outside code)."""
+    renderer = MarkdownIt("commonmark").enable(["table"]).disable("text_join")
+    return [
+        found.group()
+        for block in renderer.parse(markdown)
+        for token in block.children or []
+        if token.type == "text"
+        for found in GFM_AUTOLINK.finditer(token.content)
+    ]
+
+
+def _visible(html_text: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", html_text)).split())
+
+
+def _assert_shown_as_text(markdown: str, fragments: list[str]) -> None:
+    """No image, link, HTML or autolink; each fragment visible, verbatim."""
+    page = _rendered(markdown)
+    assert "<img" not in page and "<a " not in page, markdown
+    assert _autolinked(markdown) == [], markdown
+    shown = _visible(page)
+    assert all(fragment in shown for fragment in fragments), shown
+
+
+@pytest.mark.parametrize("hostile", LANDED)
+def test_landed_values_names_and_notes_reach_datahub_markdown_as_text(
+    hostile: str, tmp_path: Path
+) -> None:
+    """A duplicated key, a column name and a dataset name from the data, an incident urn, a
+    drafted root cause and a steward's resolution note: incident B's description and the lesson
+    page render each as the text itself, never as an image, a link or HTML."""
+    name = UrnEncoder.encode_string(hostile)  # a urn's name holds no "(", ")" or ","
+    dataset = f"urn:li:dataset:(urn:li:dataPlatform:s3,{name},PROD)"
+    column = f"id {hostile}"
+    catalog = MemoryCatalog()
+    seed(catalog, acting_as(STEWARD, dataset, schema(field(column, "VARCHAR", StringTypeClass()))))
+    published_lesson(
+        catalog,
+        approved_at=100,
+        control={"type": "uniqueness", "field": column},
+        dataset=dataset,
+        incident=f"urn:li:incident:{hostile}",
+        root_cause=f"a retry re-inserted {hostile}",
+        evidence=[Evidence(source="resolution_note", quote=hostile)],
+    )
+    rows = [{column: value} for value in (hostile, hostile, "ok")]
+    snapshot = write_snapshot(tmp_path / "landed" / "s1.parquet", rows)
+    ctx = context(catalog, landing={"allowed_roots": [str(tmp_path)]})
+    landed = OperationClass(
+        timestampMillis=101,
+        lastUpdatedTimestamp=101,
+        operationType=OperationTypeClass.INSERT,
+        customProperties={"snapshot": str(snapshot), "snapshot_id": "s1"},
+    )
+    on_operation(change(dataset, landed, time_ms=101), ctx)
+    apply(ctx.out.directives, catalog, REFLEX)
+    incident_b = recurrence_incident_urn(assertion_urn(LESSON, dataset), "s1")
+    raised = catalog.get_aspect(incident_b, IncidentInfoClass)
+    assert raised is not None
+    resolved = copy.deepcopy(raised)
+    resolved.status = IncidentStatusClass(
+        state=IncidentStateClass.RESOLVED,
+        message=f"deduplicated {hostile}",
+        lastUpdated=AuditStampClass(time=102, actor=STEWARD),
+    )
+    ctx = context(catalog)
+    on_incident_change(change(incident_b, resolved, previous=raised, time_ms=102), ctx)
+    apply(ctx.out.directives, catalog, REFLEX)
+    term = catalog.get_aspect(LESSON, GlossaryTermInfoClass)
+    assert term is not None
+
+    expected = {
+        raised.description or "": [f"failed on {name}", f"({column}) identifies", f'"{hostile}"'],
+        term.definition: [f"re-inserted {hostile}", f"“{hostile}”", f"deduplicated {hostile}"],
+    }
+    for markdown, fragments in expected.items():
+        _assert_shown_as_text(markdown, fragments)
+
+
+@pytest.mark.parametrize("hostile", LANDED)
+def test_a_departed_owner_and_their_team_reach_incident_b_as_text(hostile: str) -> None:
+    """User and group names (urns from the catalog) in incident B's proposed owner change."""
+    user, team = f"urn:li:corpuser:{hostile}", f"urn:li:corpGroup:{hostile}"
+    name = display_name(user)  # the part after the urn's last ":"
+    catalog = MemoryCatalog()
+    add_dataset(catalog, PAYMENTS, owners=(user,))
+    published_lesson(
+        catalog,
+        approved_at=100,
+        control={"type": "active_ownership", "min_active_owners": 1},
+        failure_pattern=ORPHANED_OWNERSHIP,
+    )
+    suspended = CorpUserStatusClass(
+        status="SUSPENDED", lastModified=AuditStampClass(time=0, actor=STEWARD)
+    )
+    seed(
+        catalog,
+        acting_as(STEWARD, user, GroupMembershipClass(groups=[team])),
+        acting_as(STEWARD, user, suspended),
+    )
+    active = CorpUserStatusClass(status="ACTIVE", lastModified=suspended.lastModified)
+    ctx = context(catalog)
+    on_user_status(change(user, suspended, active, time_ms=200), ctx)
+
+    [raised] = written(ctx, IncidentInfoClass)
+    _assert_shown_as_text(
+        raised.description or "",
+        [f"{name} was suspended", f"owner: {team} ({name} is the team {name} belonged"],
+    )
+
+
+def test_a_column_name_with_a_pipe_stays_in_its_versions_table_cell() -> None:
+    """A code span does not protect a pipe in a GFM table row: the row splits on it."""
+    control = {"type": "uniqueness", "field": "a | b"}
+    version = ApprovedVersion(control=control, scope=[LESSON], actor=STEWARD, at=1, digest="0" * 64)
+    lesson = _hostile_lesson("x").model_copy(update={"versions": [version]})
+    page = _rendered(render_definition(lesson, "t"))
+    row = page[page.index("<tbody>") : page.index("</tbody>")]
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[4:6] == ["<code>{type: uniqueness, field: a | b}</code>", display_name(LESSON)]

@@ -627,7 +627,7 @@ def test_orphaned_order_lines_close_the_loop_on_invoices(tmp_path: Path) -> None
         assert info.source.sourceUrn == assertion_urn(lesson.urn, SALES_INVOICES)
         description = info.description or ""
         assert "2 violation(s) in 4 row(s)" in description
-        assert '- {"missing_parent_value": "o1", "occurrences": 2}' in description
+        assert '- `{"missing_parent_value": "o1", "occurrences": 2}`' in description
         assert f"Checked against sales.orders snapshot {day} (the same snapshot id)." in description
         [(_, run)] = history(store, assertion_urn(lesson.urn, SALES_LINES), AssertionRunEventClass)
         assert run.result is not None and run.result.nativeResults is not None
