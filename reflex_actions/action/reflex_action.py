@@ -59,10 +59,14 @@ class ReflexAction(Action):
         *,
         timer: bool = False,
         actors_authenticated: bool = True,
+        run_seal_key: bytes | None = None,
     ) -> None:
         self.writes = WriteCountingCatalog(catalog)
         self.context = HandlerContext(
-            catalog=self.writes, config=config, actors_authenticated=actors_authenticated
+            catalog=self.writes,
+            config=config,
+            actors_authenticated=actors_authenticated,
+            run_seal_key=run_seal_key,
         )
         self.report = ReflexReport.for_routes(
             [*(route_name(*key) for key in ROUTES), SCHEDULE_ROUTE]
@@ -100,7 +104,13 @@ class ReflexAction(Action):
             )
         # Beside a source that yields schedule ticks (the embedded one) no timer is needed.
         timer = not getattr(ctx.event_source, "sends_schedule_ticks", False)
-        return cls(config, catalog, timer=timer, actors_authenticated=authenticated)
+        return cls(
+            config,
+            catalog,
+            timer=timer,
+            actors_authenticated=authenticated,
+            run_seal_key=catalog.run_seal_key(),
+        )
 
     def act(self, event: EventEnvelope) -> None:
         if event.event_type == SCHEDULE_TICK_EVENT_TYPE and isinstance(event.event, ScheduleTick):

@@ -19,7 +19,7 @@ from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub_actions.plugin.action.stats_util import ActionStageReport
 from pydantic import BaseModel, Field, PrivateAttr
 
-from reflex_actions.catalog.base import AspectT, Catalog
+from reflex_actions.catalog.base import AspectT, Catalog, Written
 from reflex_actions.catalog.models import DatasetContext, IncidentContext
 
 logger = logging.getLogger(__name__)
@@ -172,6 +172,16 @@ class WriteCountingCatalog(Catalog):
 
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         return self.inner.latest_timeseries(urn, aspect_class)
+
+    def timeseries_written(
+        self,
+        urn: str,
+        aspect_class: type[AspectT],
+        *,
+        limit: int,
+        where: Mapping[str, str] | None = None,
+    ) -> list[Written[AspectT]]:
+        return self.inner.timeseries_written(urn, aspect_class, limit=limit, where=where)
 
     def downstreams(self, urn: str) -> list[str]:
         return self.inner.downstreams(urn)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
@@ -36,6 +37,15 @@ class CatalogError(ReflexError):
     """The store cannot be reached, or holds a value Reflex cannot read."""
 
 
+@dataclass(frozen=True)
+class Written(Generic[AspectT]):
+    """One stored value of an aspect and who wrote it, as the store recorded it: None when the
+    store does not say (GMS keeps no writer for a timeseries value)."""
+
+    aspect: AspectT
+    writer: str | None
+
+
 class Catalog(ABC):
     """Read the organizational graph; write lessons, assertions, coverage and incidents.
 
@@ -53,6 +63,11 @@ class Catalog(ABC):
         """Actors the store records for Reflex's own writes besides those it is told to record
         (a server records the authenticated principal). Fails when the store refuses Reflex."""
         return []
+
+    def run_seal_key(self) -> bytes | None:
+        """The key Reflex seals its run events with where the store keeps no writer for a
+        timeseries value (a DataHub server); None where it keeps one."""
+        return None
 
     def authenticates_callers(self) -> bool:
         """Whether the store authenticates whoever writes to it, so that the actor it records
@@ -100,6 +115,19 @@ class Catalog(ABC):
     @abstractmethod
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         """The newest value of a timeseries aspect (e.g. an assertion's last run event)."""
+
+    @abstractmethod
+    def timeseries_written(
+        self,
+        urn: str,
+        aspect_class: type[AspectT],
+        *,
+        limit: int,
+        where: Mapping[str, str] | None = None,
+    ) -> list[Written[AspectT]]:
+        """The newest ``limit`` values of a timeseries aspect (newest first), each with its
+        writer; with ``where``, only those whose fields equal the given values (e.g. an
+        assertion's runs of one ``runId``)."""
 
     @abstractmethod
     def downstreams(self, urn: str) -> list[str]:

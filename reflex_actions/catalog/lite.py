@@ -38,7 +38,7 @@ from datahub.metadata.schema_classes import (
 )
 from datahub.utilities.urns.dataset_urn import DatasetUrn
 
-from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
+from reflex_actions.catalog.base import AspectT, Catalog, CatalogError, Written
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import ACTOR_PROPERTY, acting_as, merge_structured_properties
 from reflex_actions.catalog.translate import (
@@ -71,6 +71,17 @@ if TYPE_CHECKING:
     from datahub.ingestion.graph.client import DataHubGraph
 
     from reflex_actions.config import ReflexConfig
+
+
+def _actor_in(system_metadata: str | None) -> str | None:
+    """The acting user of an embedded write: Lite has no audit column, so it is in the write's
+    system metadata."""
+    try:
+        properties = (json.loads(system_metadata or "null") or {}).get("properties") or {}
+    except (TypeError, ValueError, AttributeError):
+        return None
+    writer = properties.get(ACTOR_PROPERTY)
+    return writer if isinstance(writer, str) else None
 
 
 class _Lite(SqliteLite):
@@ -156,23 +167,39 @@ class LiteCatalog(Catalog):
         return aspect if isinstance(aspect, aspect_class) else None
 
     def aspect_writer(self, urn: str, aspect_class: type[AspectT]) -> str | None:
-        # Lite has no audit column: the acting user of an embedded write is in its system metadata.
         row = self._db.execute(
             "SELECT system_metadata FROM metadata_aspect_v2 "
             "WHERE urn = ? AND aspect_name = ? AND version = 0",
             [urn, aspect_class.ASPECT_NAME],
         ).fetchone()
-        if row is None:
-            return None
-        try:
-            properties = (json.loads(row[0]) or {}).get("properties") or {}
-        except (TypeError, ValueError, AttributeError):
-            return None
-        return properties.get(ACTOR_PROPERTY)
+        return None if row is None else _actor_in(row[0])
 
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         # Lite keeps timeseries aspects like versioned ones: version 0 is the latest written.
         return self.get_aspect(urn, aspect_class)
+
+    def timeseries_written(
+        self,
+        urn: str,
+        aspect_class: type[AspectT],
+        *,
+        limit: int,
+        where: Mapping[str, str] | None = None,
+    ) -> list[Written[AspectT]]:
+        # Lite keeps every write as a version, with its acting user in its system metadata.
+        conditions = "".join(" AND json_extract(metadata, ?) = ?" for _ in where or {})
+        bound = [value for name, want in (where or {}).items() for value in (f"$.{name}", want)]
+        rows = self._db.execute(
+            "SELECT metadata, system_metadata FROM metadata_aspect_v2 WHERE urn = ?"
+            f" AND aspect_name = ? AND version > 0{conditions} ORDER BY version DESC LIMIT ?",
+            [urn, aspect_class.ASPECT_NAME, *bound, limit],
+        ).fetchall()
+        name = aspect_class.ASPECT_NAME
+        return [
+            Written(aspect, _actor_in(system))
+            for metadata, system in rows
+            if isinstance(aspect := self._parsed(urn, name, metadata), aspect_class)
+        ]
 
     def recent_timeseries(self, urn: str, aspect_class: type[AspectT], limit: int) -> list[AspectT]:
         """The last ``limit`` values written of a timeseries aspect, newest first (e.g. an

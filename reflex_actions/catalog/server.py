@@ -8,12 +8,14 @@ graph is the pipeline's (``ctx.graph.graph``); ``from_config`` builds one for th
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import requests
 from datahub.configuration.common import OperationalError
+from datahub.configuration.env_vars import get_system_client_secret
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.ingestion.graph.client import DataHubGraph
 from datahub.ingestion.graph.config import DatahubClientConfig
@@ -24,7 +26,7 @@ from datahub.specific.aspect_helpers.ownership import HasOwnershipPatch
 from datahub.specific.aspect_helpers.structured_properties import HasStructuredPropertiesPatch
 from requests import HTTPError
 
-from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
+from reflex_actions.catalog.base import AspectT, Catalog, CatalogError, Written
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context
 
@@ -136,6 +138,15 @@ class ServerCatalog(Catalog):
             raise CatalogError("DataHub did not say whom it authenticates Reflex as (`me`)")
         return str(urn)
 
+    def run_seal_key(self) -> bytes | None:
+        """Derived from the secret Reflex authenticates with (its token, else its system
+        client's secret), never the secret itself: replicas share it, a steward does not
+        know it. None without either (GMS with authentication off and no token)."""
+        secret = self._graph.config.token or get_system_client_secret()
+        if not secret:
+            return None
+        return hashlib.sha256(b"datahub-reflex run seal\0" + secret.encode()).digest()
+
     def authenticates_callers(self) -> bool:
         """Whether GMS refuses a caller with no credentials at all. With metadata-service
         authentication off it accepts one, and records whatever actor its ``X-DataHub-Actor``
@@ -172,6 +183,25 @@ class ServerCatalog(Catalog):
                 answer.status_code,
             )
         return False
+
+    def timeseries_written(
+        self,
+        urn: str,
+        aspect_class: type[AspectT],
+        *,
+        limit: int,
+        where: Mapping[str, str] | None = None,
+    ) -> list[Written[AspectT]]:
+        # GMS's timeseries index keeps no writer: the change log carried it, its reads do not.
+        rules = [_rule(field, "EQUAL", value) for field, value in (where or {}).items()]
+        with self._talking(f"read the {aspect_class.ASPECT_NAME} values of {urn}"):
+            values = self._graph.get_timeseries_values(
+                entity_urn=urn,
+                aspect_type=aspect_class,
+                filter={"or": [{"and": rules}]},
+                limit=limit,
+            )
+        return [Written(value, None) for value in values]
 
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         with self._talking(f"read the latest {aspect_class.ASPECT_NAME} of {urn}"):

@@ -38,6 +38,7 @@ from reflex_actions.controls import Control, dump_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.executor import ControlResult
 from reflex_actions.handlers.directives import Outbox
+from reflex_actions.handlers.own_runs import OwnRuns
 from reflex_actions.lessons.model import Lesson, Recurrence
 from reflex_actions.report.markdown import code, escape
 from reflex_actions.sql import shown_relation, shown_sql
@@ -85,21 +86,6 @@ def assertion_mcp(
     return acting_as(actor, assertion_urn(lesson.urn, dataset_urn), info)
 
 
-def latest_run(catalog: Catalog, assertion: str) -> AssertionRunEventClass | None:
-    return catalog.latest_timeseries(assertion, AssertionRunEventClass)
-
-
-def ran_since(run: AssertionRunEventClass | None, timestamp_ms: int) -> bool:
-    """Whether ``run`` (an assertion's latest) is at or after this time: a redelivered event,
-    or an old one replayed after newer runs. Re-running it would rewrite history, so it is
-    skipped."""
-    return run is not None and run.timestampMillis >= timestamp_ms
-
-
-def already_ran(catalog: Catalog, assertion: str, timestamp_ms: int) -> bool:
-    return ran_since(latest_run(catalog, assertion), timestamp_ms)
-
-
 #: nativeResults key of a run's row count and the earlier ones it was judged against (JSON)
 ROW_COUNTS = "row_counts"
 #: Most row counts a run event carries forward.
@@ -130,11 +116,13 @@ def run_event_mcp(
     result: ControlResult | None,
     error: str | None,
     actor: str,
+    runs: OwnRuns,
     carried_counts: list[int] | None = None,
 ) -> MetadataChangeProposalWrapper:
-    """One execution of the control: SUCCESS, FAILURE, or ERROR when it could not run. An
-    ERROR run carries the earlier runs' row counts forward (``carried_counts``), so one
-    unreadable landing does not cost a volume control its baseline."""
+    """One execution of the control: SUCCESS, FAILURE, or ERROR when it could not run,
+    sealed as Reflex's own (``runs``). An ERROR run carries the earlier runs' row counts
+    forward (``carried_counts``), so one unreadable landing does not cost a volume control its
+    baseline."""
     if result is None:
         outcome = AssertionResultClass(
             type=AssertionResultTypeClass.ERROR,
@@ -170,7 +158,7 @@ def run_event_mcp(
         status=AssertionRunStatusClass.COMPLETE,
         result=outcome,
     )
-    return acting_as(actor, assertion, event)
+    return acting_as(actor, assertion, runs.seal(event))
 
 
 def _reference_results(result: ControlResult) -> dict[str, str]:

@@ -52,6 +52,9 @@ class AspectChange:
     position: LogPosition | None = None
     #: whether DataHub authenticated ``actor`` (not with metadata-service auth off)
     authenticated: bool = True
+    #: ``created.time`` as recorded, even ahead of Reflex's clock: what names the fact (a run
+    #: id), the same on every delivery; None when it is ``time_ms``
+    recorded_ms: int | None = None
 
     @classmethod
     def from_mcl(
@@ -76,7 +79,13 @@ class AspectChange:
             time_ms=believed_time(stamped, now_ms, f"{event.aspectName} of {urn}"),
             position=position,
             authenticated=authenticated,
+            recorded_ms=stamped,
         )
+
+    @property
+    def recorded_time(self) -> int:
+        """The time the writer or DataHub recorded (see ``recorded_ms``)."""
+        return self.time_ms if self.recorded_ms is None else self.recorded_ms
 
     @property
     def stamp(self) -> EventStamp:

@@ -36,6 +36,7 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.directives import Outbox, apply
 from reflex_actions.handlers.lesson_store import load_lesson
+from reflex_actions.handlers.own_runs import OwnRuns
 from reflex_actions.lessons.drafting import Proposer, make_proposer
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.times import now_ms
@@ -72,10 +73,17 @@ class HandlerContext:
     #: the one who wrote (the embedded store's file permissions are its boundary; a DataHub
     #: server with metadata-service authentication off authenticates no one)
     actors_authenticated: bool = True
+    #: the key Reflex seals its run events with where the store keeps no writer for them
+    run_seal_key: bytes | None = field(default=None, repr=False)
 
     @cached_property
     def proposer(self) -> Proposer:
         return make_proposer(self.config.llm)
+
+    @cached_property
+    def runs(self) -> OwnRuns:
+        """The run events Reflex wrote: the only ones it reads to decide."""
+        return OwnRuns(self.catalog, self.is_own, self.run_seal_key)
 
     def lesson(self, urn: str) -> Lesson | None:
         """The lesson on this term as the current decision sees it: its own pending save, else

@@ -17,7 +17,6 @@ from reflex_actions.controls import parse_control_yaml
 from reflex_actions.executor import ControlResult, run_control_on_rows
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
-    already_ran,
     assertion_urn,
     record_recurrence,
     run_event_mcp,
@@ -60,17 +59,19 @@ def _check_dataset(
     kind = kind_for_control(control.type)
     if kind is None or Trigger.USER_STATUS not in kind.triggers:
         return
-    if already_ran(ctx.catalog, assertion, change.time_ms):
+    snapshot_id = f"{display_name(change.urn)}-suspended-{change.recorded_time}"
+    if ctx.runs.judged(assertion, snapshot_id):
         return
-    snapshot_id = f"{display_name(change.urn)}-suspended-{change.time_ms}"
     rows = kind.rows_on_user_status(control, dataset, ctx.catalog)
     result = run_control_on_rows(control, rows, snapshot_id)
     actor = ctx.config.service_actor
     if not result.passed:
         remedy = kind.owner_change(control, dataset, change.urn, ctx.catalog)
         _raise_recurrence(lesson, assertion, dataset, remedy, snapshot_id, result, change, ctx)
-    # The run event goes last: it marks this departure as handled (see already_ran).
-    run = run_event_mcp(assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor)
+    # The run event goes last: it marks this departure as judged (OwnRuns.judged).
+    run = run_event_mcp(
+        assertion, dataset_urn, change.time_ms, snapshot_id, result, None, actor, ctx.runs
+    )
     ctx.out.emit(run)
 
 

@@ -20,7 +20,6 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.backtest.history import row_counts
 from reflex_actions.bounded import excerpt
-from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
@@ -36,8 +35,6 @@ from reflex_actions.executor import (
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
     assertion_urn,
-    latest_run,
-    ran_since,
     record_recurrence,
     row_counts_after,
     run_event_mcp,
@@ -51,12 +48,13 @@ from reflex_actions.handlers.landing import (
     parent_snapshot,
 )
 from reflex_actions.handlers.lesson_store import structured_values
+from reflex_actions.handlers.own_runs import OwnRuns
 from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.sql import RecordedFacts
-from reflex_actions.times import iso
+from reflex_actions.times import believed_time, iso
 from reflex_actions.vocabulary import COVERAGE, display_name
 
 logger = logging.getLogger(__name__)
@@ -111,13 +109,17 @@ class CoveredControl:
     lesson: Lesson
     assertion: str
     control: Control
-    catalog: Catalog = field(repr=False, compare=False)
+    runs: OwnRuns = field(repr=False, compare=False)
 
     @cached_property
     def last_run(self) -> AssertionRunEventClass | None:
-        """The assertion's latest run, read once per decision: whether the event at hand was
-        judged already, and the row counts it carries forward, both come from it."""
-        return latest_run(self.catalog, self.assertion)
+        """Reflex's own latest run of the assertion, read once per decision: the row counts
+        it carries forward come from it."""
+        return self.runs.latest(self.assertion)
+
+    def judged(self, run_id: str) -> bool:
+        """Whether Reflex already judged this run id here (a redelivered or replayed event)."""
+        return self.runs.judged(self.assertion, run_id)
 
 
 def covered_controls(
@@ -137,7 +139,7 @@ def covered_control(lesson: Lesson, dataset_urn: str, ctx: HandlerContext) -> Co
         logger.warning("lesson %s covers %s but its assertion is missing", lesson.urn, dataset_urn)
         return None
     return CoveredControl(
-        lesson, assertion, parse_control_yaml(info.customProperties[CONTROL_PROPERTY]), ctx.catalog
+        lesson, assertion, parse_control_yaml(info.customProperties[CONTROL_PROPERTY]), ctx.runs
     )
 
 
@@ -154,10 +156,12 @@ def record_run(
     deferred: list[MetadataChangeProposalWrapper] | None = None,
 ) -> None:
     """Incident B when the control failed (keyed by ``incident_key``, else the run id), then
-    the run event, last: it marks the run as done (see already_ran). With ``deferred`` (a
-    sweep over a lesson's scope), the run event is added there and the caller saves the lesson
-    once, before writing them."""
+    the run event, last: it marks the run as judged (``CoveredControl.judged``). With
+    ``deferred`` (a sweep over a lesson's scope), the run event is added there and the caller
+    saves the lesson once, before writing them. ``time_ms`` is a writer's (an operation's, a
+    profile's): ahead of Reflex's clock, the run is dated now."""
     actor = ctx.config.service_actor
+    time_ms = believed_time(time_ms, ctx.clock(), f"the data judged on {dataset_urn}")
     if result is not None and not result.passed:
         incident = record_recurrence(
             ctx.catalog,
@@ -182,7 +186,7 @@ def record_run(
         else None
     )
     run = run_event_mcp(
-        covered.assertion, dataset_urn, time_ms, run_id, result, error, actor, carried
+        covered.assertion, dataset_urn, time_ms, run_id, result, error, actor, ctx.runs, carried
     )
     if deferred is None:
         ctx.out.emit(run)
@@ -240,19 +244,22 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     if landed is None and refused is None:
         logger.debug("operation on %s names no snapshot and its platform has no engine", change.urn)
         return
+    landed_at = believed_time(
+        operation.timestampMillis, ctx.clock(), f"an operation on {change.urn}"
+    )
     for item in covered:
-        if ran_since(item.last_run, operation.timestampMillis):
+        if item.judged(snapshot_id):
             continue
         result, error = None, refused
         if landed is not None:
             result, error = run_on_target(
-                item, change.urn, landed, snapshot_id, ctx, as_of_ms=operation.timestampMillis
+                item, change.urn, landed, snapshot_id, ctx, as_of_ms=landed_at
             )
         record_run(
             item,
             change.urn,
             ctx,
-            time_ms=operation.timestampMillis,
+            time_ms=landed_at,
             run_id=snapshot_id,
             result=result,
             error=error,
@@ -397,13 +404,11 @@ def on_recorded_change(change: AspectChange, ctx: HandlerContext) -> None:
     if change.aspect_name == DatasetProfileClass.ASPECT_NAME:
         fact = profile_fact(change.typed(DatasetProfileClass))
     else:
-        fact = schema_fact(change.typed(SchemaMetadataClass), change.time_ms)
+        fact = schema_fact(change.typed(SchemaMetadataClass), change.recorded_time)
     if fact is None:
         return
     for item in covered_controls(change.urn, ctx, change.time_ms, Trigger.ASPECT_CHANGE):
-        if fact.name in item.control.judged_on_recorded() and not ran_since(
-            item.last_run, fact.time_ms
-        ):
+        if fact.name in item.control.judged_on_recorded() and not item.judged(fact.run_id):
             judge_fact(item, change.urn, fact, ctx)
 
 

@@ -10,9 +10,9 @@ a schedule is judged on each dataset of its scope:
 * any other scheduled control only on a recorded fact newer than its last run (a
   ``datasetProfile`` whose event was missed), at that fact's time.
 
-A control is due when it has no run since its slot began (its last run is older than the
-start of the interval the tick falls in), so a tick delivered twice, or two ticks in one slot,
-judge once, and a replayed old tick judges nothing. Incident B of a stale table is keyed by
+A control is due when Reflex has no run of it for the slot the tick falls in (the run's id
+names the slot's start), so a tick delivered twice, or two ticks in one slot, judge once, and
+a replayed old tick judges nothing new. Incident B of a stale table is keyed by
 its newest time, so a table stale for days raises one incident, not one per tick.
 """
 
@@ -29,7 +29,6 @@ from reflex_actions.catalog.base import CatalogError
 from reflex_actions.engines.base import EngineError
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult
-from reflex_actions.handlers.assertions import ran_since
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
 from reflex_actions.handlers.landing import SnapshotRefused
 from reflex_actions.handlers.run_controls import (
@@ -124,18 +123,18 @@ def _judge(
         if (
             fact is None
             or fact.name not in control.judged_on_recorded()
-            or ran_since(covered.last_run, fact.time_ms)
+            or covered.judged(fact.run_id)
         ):
             counts.skipped += 1
             return
         result, error = judge_fact(covered, dataset_urn, fact, ctx, runs)
         _count(counts, result, error)
         return
-    if ran_since(covered.last_run, slot):
+    run_id = f"scheduled-{iso(slot)}"
+    if covered.judged(run_id):
         counts.skipped += 1
         return
     operation = ctx.catalog.latest_timeseries(dataset_urn, OperationClass)
-    run_id = f"scheduled-{iso(now_ms)}"
     if control.reads_data():
         result, error = _on_latest_snapshot(covered, dataset_urn, operation, ctx, now_ms)
     else:

@@ -10,7 +10,8 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from functools import partial
+from typing import Any, TypeVar
 
 import pytest
 from datahub.emitter.mce_builder import make_dataset_urn, make_domain_urn, make_user_urn
@@ -44,7 +45,7 @@ from datahub.metadata.schema_classes import (
     UpstreamLineageClass,
 )
 
-from reflex_actions.catalog.base import Catalog
+from reflex_actions.catalog.base import Catalog, Written
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.server import ServerCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
@@ -309,27 +310,35 @@ class BaseCatalogConformance:
 
     def test_latest_timeseries_value(self, catalog: Catalog, estate: Estate) -> None:
         assertion = f"urn:li:assertion:reflex-test-{uuid.uuid4().hex[:8]}"
-
-        def run(at: int, result: str) -> MCP:
-            return MCP(
-                entityUrn=assertion,
-                aspect=AssertionRunEventClass(
-                    timestampMillis=at,
-                    runId=str(at),
-                    asserteeUrn=estate.payments,
-                    assertionUrn=assertion,
-                    status=AssertionRunStatusClass.COMPLETE,
-                    result=AssertionResultClass(type=result),
-                ),
-            )
+        run = partial(_run_event, assertion, estate.payments)
+        runs = [(1_000, "SUCCESS"), (2_000, "FAILURE")]
 
         assert catalog.latest_timeseries(assertion, AssertionRunEventClass) is None
-        catalog.emit([run(1_000, "SUCCESS"), run(2_000, "FAILURE")])
+        catalog.emit([MCP(entityUrn=assertion, aspect=run(at, result)) for at, result in runs])
         latest = eventually(
             lambda: catalog.latest_timeseries(assertion, AssertionRunEventClass) is not None, True
         ) and catalog.latest_timeseries(assertion, AssertionRunEventClass)
         assert latest is not None
         assert (latest.timestampMillis, latest.result.type) == (2_000, "FAILURE")
+
+    def test_timeseries_values_come_newest_first_with_their_writers(
+        self, catalog: Catalog, estate: Estate
+    ) -> None:
+        """Reflex reads its own run events apart from anyone else's: the embedded store names
+        each one's writer; GMS's timeseries index keeps none (Reflex seals its own instead)."""
+        assertion = f"urn:li:assertion:reflex-test-{uuid.uuid4().hex[:8]}"
+        run = partial(_run_event, assertion, estate.payments)
+        catalog.emit([acting_as(estate.carol, assertion, run(at, "SUCCESS")) for at in (1, 2, 3)])
+
+        written = eventually(
+            lambda: [w.aspect.timestampMillis for w in read(catalog, assertion, limit=2)],
+            [3, 2],
+        )
+        assert written == [3, 2]
+        recorded = None if isinstance(catalog, ServerCatalog) else estate.carol
+        assert {w.writer for w in read(catalog, assertion, limit=5)} == {recorded}
+        one = read(catalog, assertion, limit=5, where={"runId": "2"})
+        assert [w.aspect.runId for w in one] == ["2"]
 
     def test_aspect_writer_is_who_the_store_recorded(
         self, catalog: Catalog, estate: Estate
@@ -342,3 +351,18 @@ class BaseCatalogConformance:
         catalog.emit([acting_as(estate.carol, member, membership)])
         recorded = catalog.principal() if isinstance(catalog, ServerCatalog) else estate.carol
         assert catalog.aspect_writer(member, GroupMembershipClass) == recorded
+
+
+def read(catalog: Catalog, urn: str, **options: Any) -> list[Written[AssertionRunEventClass]]:
+    return catalog.timeseries_written(urn, AssertionRunEventClass, **options)
+
+
+def _run_event(assertion: str, dataset: str, at: int, result: str) -> AssertionRunEventClass:
+    return AssertionRunEventClass(
+        timestampMillis=at,
+        runId=str(at),
+        asserteeUrn=dataset,
+        assertionUrn=assertion,
+        status=AssertionRunStatusClass.COMPLETE,
+        result=AssertionResultClass(type=result),
+    )

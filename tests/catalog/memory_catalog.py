@@ -31,7 +31,7 @@ from datahub.utilities.urns.dataset_urn import DatasetUrn
 from datahub.utilities.urns.error import InvalidUrnError
 
 from reflex_actions.bounded import excerpt
-from reflex_actions.catalog.base import AspectT, Catalog, CatalogError
+from reflex_actions.catalog.base import AspectT, Catalog, CatalogError, Written
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import ACTOR_PROPERTY, acting_as, merge_structured_properties
 from reflex_actions.catalog.translate import DATASET_ASPECTS, dataset_context, simple_field_path
@@ -104,6 +104,23 @@ class MemoryCatalog(Catalog):
 
     def latest_timeseries(self, urn: str, aspect_class: type[AspectT]) -> AspectT | None:
         return self.get_aspect(urn, aspect_class)
+
+    def timeseries_written(
+        self,
+        urn: str,
+        aspect_class: type[AspectT],
+        *,
+        limit: int,
+        where: Mapping[str, str] | None = None,
+    ) -> list[Written[AspectT]]:
+        events = reversed(self._timeseries.get((urn, aspect_class.ASPECT_NAME), []))
+        matching = [
+            Written(copy.deepcopy(event.aspect), event.writer)
+            for event in events
+            if isinstance(event.aspect, aspect_class)
+            and all(str(getattr(event.aspect, f, None)) == v for f, v in (where or {}).items())
+        ]
+        return matching[:limit]  # type: ignore[return-value]
 
     def dataset(self, urn: str) -> DatasetContext | None:
         if not urn.startswith(_DATASET_PREFIX):
