@@ -67,8 +67,8 @@ def param(name: str) -> exp.Placeholder:
 
 
 def count_where(condition: exp.Expression) -> exp.Expression:
-    """The rows of a group meeting ``condition``, as each dialect counts them fastest
-    (:func:`_counted_where`): ``COUNT_IF(condition)`` where it has one."""
+    """The rows of a group meeting ``condition`` (0 when none does), as each dialect counts
+    them fastest (:func:`_counted_where`): ``COUNT_IF(condition)`` where it has one."""
     return exp.CountIf(this=condition)
 
 
@@ -78,10 +78,17 @@ def count_where(condition: exp.Expression) -> exp.Expression:
 #: NULL, not 0, on no rows).
 COUNT_IF_DIALECTS = ("duckdb", "spark", "databricks", "snowflake", "bigquery", "trino")
 FILTER_DIALECTS = ("postgres",)
+#: The dialects whose COUNT_IF is a sum, NULL over no rows (or none whose condition is known):
+#: counted as ``COALESCE(COUNT_IF(...), 0)``, as fast (FILTER is ~60% slower in DuckDB).
+SUMMED_COUNT_IF_DIALECTS = ("duckdb",)
 
 
 def _counted_where(node: exp.Expression, dialect: str) -> exp.Expression:
-    if not isinstance(node, exp.CountIf) or dialect in COUNT_IF_DIALECTS:
+    if not isinstance(node, exp.CountIf):
+        return node
+    if dialect in SUMMED_COUNT_IF_DIALECTS:
+        return exp.func("coalesce", node, exp.Literal.number(0))
+    if dialect in COUNT_IF_DIALECTS:
         return node
     if dialect in FILTER_DIALECTS:
         counted = exp.func("count", exp.Star())

@@ -208,3 +208,21 @@ def test_each_dialect_counts_rows_meeting_a_condition_its_own_way() -> None:
         sql, _ = render(query, relation, dialect)
         assert form in sql and "SUM(" not in sql, (dialect, sql)
     assert set(expected) == {*EXECUTED_DIALECTS, *RENDERED_DIALECTS}
+
+
+@pytest.mark.parametrize(
+    "control",
+    [
+        NotNullControl(field="a"),
+        AcceptedValuesControl(field="a", values=["x"]),
+        ValueRangeControl(field="a", min=1),
+    ],
+    ids=lambda control: control.type,
+)
+def test_a_count_of_no_rows_is_0_not_null_in_duckdb(tmp_path: Path, control: Control) -> None:
+    """DuckDB's COUNT_IF sums its condition (NULL over no rows): an empty CSV, read without a
+    row count in its footer, is judged, not a TypeError."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("a\n")
+    result = run_control(control, empty)
+    assert (result.passed, result.rows_scanned, result.violation_count) == (True, 0, 0)
