@@ -7,7 +7,9 @@ labelled exactly when the generator injected a failure into it.
 
 Each daily snapshot holds the rows one daily load wrote. All finance tables derive from the same
 stream of gateway transactions, and all sales tables from the same stream of storefront orders,
-so their ids line up along the lineage (a child row refers to that day's parent rows).
+so their ids line up along the lineage (a child row refers to that day's parent rows). A finance
+row's time is hours after its transaction's, never days: a load of times only days ahead of it
+would be stale (``freshness`` ignores them).
 """
 
 from __future__ import annotations
@@ -282,7 +284,7 @@ def _payouts(load: DayLoad) -> list[Row]:
             "payout_id": payout_id,
             "txn_id": txn["transaction_id"],
             "amount": _cents(txn["amount"] * Decimal("0.985")),
-            "paid_at": _later(txn["created_at"], load.rng, 2 * 24 * 60, 3 * 24 * 60),
+            "paid_at": _later(txn["created_at"], load.rng, 60, 6 * 60),
         }
         for payout_id, txn in zip(_ids("PO", load.day, len(paid)), paid, strict=True)
     ]
@@ -332,7 +334,7 @@ def _chargebacks(load: DayLoad) -> list[Row]:
             "chargeback_id": chargeback_id,
             "transaction_id": int(txn["transaction_id"].replace("TXN-", "").replace("-", "")),
             "amount": txn["amount"],
-            "opened_at": _later(txn["created_at"], load.rng, 24 * 60, 5 * 24 * 60),
+            "opened_at": _later(txn["created_at"], load.rng, 2 * 60, 12 * 60),
         }
         for chargeback_id, txn in zip(_ids("CB", load.day, len(disputed)), disputed, strict=True)
     ]
