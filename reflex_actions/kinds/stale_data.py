@@ -8,8 +8,10 @@ when the table is older than ``max_age`` (or holds no timestamp at all), else 0;
 the bound are in the result's measures, pass or fail.
 
 Times: a column of type TIMESTAMP (or a text value without a zone) is UTC; a DATE is its
-midnight. In a backtest each snapshot is judged as of when it was taken: its ``snapshot_times``
-entry in ``labels.yaml``, else its id read as a time (a date alone is the end of that day).
+midnight. A time more than ``future_tolerance`` after the as-of time (an open end such as
+``9999-12-31``) is no load: it is ignored and counted, and a table of such times only is stale.
+In a backtest each snapshot is judged as of when it was taken: its ``snapshot_times`` entry in
+``labels.yaml``, else its id read as a time (a date alone is the end of that day).
 
 Words: stale or outdated data, a loader or pipeline that stopped, no new rows since, not
 refreshed. Evidence: each timestamp column's lag (as-of time minus newest value) in the
@@ -26,7 +28,7 @@ import statistics
 from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 
 from reflex_actions.backtest.history import History, split_for_learning
 from reflex_actions.catalog.models import DatasetContext
@@ -43,7 +45,7 @@ from reflex_actions.similarity.fields import FieldMatch, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import schema_signals, source_fields
-from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, exp, param
+from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, column, count_where, exp, param
 from reflex_actions.times import (
     MAX_DURATION_SECONDS,
     TimeFormatError,
@@ -81,24 +83,27 @@ def _since_epoch(time: exp.Expression, zoned: bool) -> exp.Expression:
 
 class FreshnessControl(Control):
     """The table is at most ``max_age`` old as of the time it is judged: by the newest value of
-    ``timestamp_field``, or by the last update DataHub records when no field is given."""
+    ``timestamp_field``, or by the last update DataHub records when no field is given. A time
+    more than ``future_tolerance`` after the time judged (an open end such as ``9999-12-31``,
+    a clock far ahead) is not a load: it is ignored, and counted."""
 
     type: Literal["freshness"] = "freshness"
     max_age: str
     timestamp_field: str | None = None
+    future_tolerance: str = "1h"
 
     violation_unit: ClassVar[str] = "stale tables"
     #: the judgement a run reports, pass or fail, in the order the counts row carries it
     _measures: ClassVar[tuple[str, ...]] = (
-        "newest_ms", "as_of_ms", "age_seconds", "max_age_seconds",
+        "newest_ms", "as_of_ms", "age_seconds", "max_age_seconds", "future_values_ignored",
     )  # fmt: skip
     judged_as_of: ClassVar[bool] = True
 
-    @field_validator("max_age", mode="before")
+    @field_validator("max_age", "future_tolerance", mode="before")
     @classmethod
-    def _a_duration(cls, value: object) -> str:
+    def _a_duration(cls, value: object, info: ValidationInfo) -> str:
         if not isinstance(value, str):
-            raise ValueError("max_age is a duration with a unit, e.g. 90m, 26h or 2d")
+            raise ValueError(f"{info.field_name} is a duration with a unit, e.g. 90m, 26h or 2d")
         try:
             parse_duration(value)
         except TimeFormatError as error:
@@ -113,6 +118,10 @@ class FreshnessControl(Control):
     @property
     def max_age_seconds(self) -> int:
         return parse_duration(self.max_age)
+
+    @property
+    def future_tolerance_seconds(self) -> int:
+        return parse_duration(self.future_tolerance)
 
     def required_columns(self) -> list[str]:
         return [self.timestamp_field] if self.timestamp_field else []
@@ -132,25 +141,37 @@ class FreshnessControl(Control):
         return 0
 
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
-        """The newest time (epoch ms) and the age as of the relation's time, in the counts row
+        """The newest time (epoch ms) not after the relation's time plus ``future_tolerance``,
+        the times after it (ignored), and the age as of the relation's time, in the counts row
         (its measures, pass or fail); stale when older than ``max_age`` or when there is no
-        time at all. The time and the last update are bound at run time (the executor refuses
-        a run without them)."""
+        such time at all. The time and the last update are bound at run time (the executor
+        refuses a run without them)."""
         params: dict[str, Any] = {
             "as_of_ms": relation.as_of_ms,
             "max_age_seconds": self.max_age_seconds,
+            "future_tolerance_seconds": self.future_tolerance_seconds,
         }
+        as_of = exp.cast(param("as_of_ms"), "BIGINT")
+        latest = as_of.copy() + exp.cast(param("future_tolerance_seconds"), "BIGINT") * 1000
         if self.timestamp_field is None:
             params["last_updated_ms"] = self._recorded_last_update(relation)
-            newest: exp.Expression = exp.cast(param("last_updated_ms"), "BIGINT")
+            time: exp.Expression = exp.cast(param("last_updated_ms"), "BIGINT")
+            newest = exp.Case().when(time <= latest, time.copy())
+            ignored = exp.Case().when(time.copy() > latest.copy(), "1").else_("0")
+            source: exp.Expression = exp.to_table(SNAPSHOT)
         else:
-            newest = exp.func("max", self._epoch_ms(relation))
+            time = exp.column("time_ms")
+            newest = exp.func("max", exp.Case().when(time <= latest, time.copy()))
+            ignored = count_where(time.copy() > latest.copy())
+            timed = exp.select(self._epoch_ms(relation).as_("time_ms")).from_(SNAPSHOT)
+            source = timed.subquery("timed")
         measured = exp.select(
             exp.cast(exp.func("count", exp.Star()), "BIGINT").as_("rows_scanned"),
             newest.as_("newest_ms"),
-            exp.cast(param("as_of_ms"), "BIGINT").as_("as_of_ms"),
+            as_of.as_("as_of_ms"),
             exp.cast(param("max_age_seconds"), "BIGINT").as_("max_age_seconds"),
-        ).from_(SNAPSHOT)
+            exp.cast(ignored, "BIGINT").as_("future_values_ignored"),
+        ).from_(source)
         newest_ms, as_of_ms, age = (
             exp.column(name) for name in ("newest_ms", "as_of_ms", "age_seconds")
         )
@@ -205,13 +226,14 @@ class FreshnessControl(Control):
         )
 
     def sample_row(self, row: tuple[Any, ...]) -> dict[str, Any]:
-        newest_ms, as_of_ms, age_seconds, max_age_seconds = row
+        newest_ms, as_of_ms, age_seconds, max_age_seconds, future_values_ignored = row
         return {
             "newest": iso(newest_ms),
             "as_of": iso(as_of_ms),
             "age_seconds": None if age_seconds is None else round(float(age_seconds), 3),
             "max_age_seconds": max_age_seconds,
             "age": None if age_seconds is None else format_duration(float(age_seconds)),
+            "future_values_ignored": int(future_values_ignored),
         }
 
     def describe(self) -> str:
@@ -226,8 +248,9 @@ _NO_BOUND = f"{MAX_DURATION_SECONDS // 86400}d"
 
 def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict[str, float | None]:
     """Each snapshot's lag in seconds (its as-of time minus the newest ``field`` value; None
-    when it holds no readable time), measured by the control itself; snapshots without an
-    as-of time, or that cannot be read, are left out."""
+    when it holds no readable time), measured by the control itself, so a time beyond its
+    ``future_tolerance`` is none; a time ahead within it is no lag (0), never a negative one.
+    Snapshots without an as-of time, or that cannot be read, are left out."""
     import duckdb  # here, not at module level: loading the kinds starts no engine
 
     from reflex_actions.executor import run_control  # the engine, only when measuring
@@ -244,7 +267,8 @@ def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict
                 result = run_control(control, snapshot.path, connection=con, as_of_ms=as_of)
             except SnapshotError:
                 continue
-            lags[snapshot.snapshot_id] = (result.measures or {}).get("age_seconds")
+            lag = (result.measures or {}).get("age_seconds")
+            lags[snapshot.snapshot_id] = None if lag is None else max(0.0, lag)
     return lags
 
 

@@ -6,7 +6,7 @@ history's lags without peeking."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,10 +18,10 @@ from reflex_actions.backtest import backtest, load_history
 from reflex_actions.backtest.history import HistoryError
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.cli.main import cli
-from reflex_actions.controls import parse_control_spec
+from reflex_actions.controls import dump_control_line, parse_control_spec
 from reflex_actions.errors import ControlSpecError, SnapshotError
 from reflex_actions.executor import run_control, run_control_on_recorded
-from reflex_actions.kinds.stale_data import STALE_DATA, discover_freshness
+from reflex_actions.kinds.stale_data import STALE_DATA, discover_freshness, snapshot_lags
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import RecordedFacts
@@ -33,18 +33,35 @@ from tests.similarity.estate import InMemoryCatalog
 
 FRESH = datetime(2026, 1, 3, 12, 0)
 OLD = datetime(2025, 12, 1, 8, 30)
+AS_OF = datetime(2026, 1, 4)
+#: a history table's open end: never a load, however new it looks
+OPEN_END = datetime(9999, 12, 31)
 
 FRESHNESS = ControlCase(
     type_name="freshness",
     columns={"ts": "updated_at", "id": "order_id"},
     make_spec=lambda c: {"type": "freshness", "max_age": "26h", "timestamp_field": c["ts"]},
-    passing_rows=[{"ts": FRESH - timedelta(hours=i), "id": i} for i in range(4)],
-    failing_rows=[{"ts": OLD - timedelta(hours=i), "id": i} for i in range(3)],
+    # fresh as of the case's time, and (its 2026-01-03 rows being ahead then) as of the end of
+    # 2026-01-01 too; 30 minutes ahead is within the 1h tolerance
+    passing_rows=[
+        {"ts": ts, "id": i}
+        for i, ts in enumerate(
+            [FRESH - timedelta(hours=h) for h in range(4)]
+            + [datetime(2026, 1, 1, 23), AS_OF + timedelta(minutes=30), OPEN_END]
+        )
+    ],
+    failing_rows=[
+        {"ts": ts, "id": i}
+        for i, ts in enumerate(
+            [OLD - timedelta(hours=h) for h in range(3)] + [AS_OF + timedelta(days=2), OPEN_END]
+        )
+    ],
     expected_violations=1,
     expected_first_sample={
         "newest": "2025-12-01T08:30:00Z",
         "as_of": "2026-01-04T00:00:00Z",
         "max_age_seconds": 93600,
+        "future_values_ignored": 2,
     },
     invalid_specs=[
         ({"type": "freshness"}, "max_age"),
@@ -53,6 +70,9 @@ FRESHNESS = ControlCase(
         ({"type": "freshness", "max_age": "0h"}, "above 0"),
         ({"type": "freshness", "max_age": "4000d"}, "at most 3650d"),
         ({"type": "freshness", "max_age": "1h", "timestamp_field": ""}, "empty"),
+        ({"type": "freshness", "max_age": "1h", "future_tolerance": 30}, "future_tolerance is"),
+        ({"type": "freshness", "max_age": "1h", "future_tolerance": "soon"}, "is not a duration"),
+        ({"type": "freshness", "max_age": "1h", "future_tolerance": "0m"}, "above 0"),
     ],
     as_of="2026-01-04T00:00:00Z",
 )
@@ -161,6 +181,57 @@ def test_without_a_field_it_is_judged_on_the_recorded_last_update_only(tmp_path:
         run_control(control, snapshot, as_of_ms=at)
 
 
+def test_open_end_dates_are_ignored_and_counted_the_newest_real_time_judged(
+    tmp_path: Path,
+) -> None:
+    control = parse_control_spec({"type": "freshness", "max_age": "1d", "timestamp_field": "d"})
+    rows = [{"d": date(2026, 3, 1)}, {"d": date(2026, 2, 27)}] + [{"d": date(9999, 12, 31)}] * 2
+    snapshot = write_snapshot(tmp_path / "history.parquet", rows)
+    fresh = run_control(control, snapshot, as_of_ms=parse_instant("2026-03-01T12:00Z"))
+    assert fresh.passed and fresh.measures is not None
+    assert (fresh.measures["newest"], fresh.measures["age"]) == ("2026-03-01T00:00:00Z", "12h")
+    assert fresh.measures["future_values_ignored"] == 2
+    stale = run_control(control, snapshot, as_of_ms=parse_instant("2026-03-03T00:00Z"))
+    assert (stale.passed, stale.sample[0]["age"], stale.sample[0]["future_values_ignored"]) == (
+        False,
+        "2d",
+        2,
+    )
+    only_future = write_snapshot(tmp_path / "open.parquet", [{"d": date(9999, 12, 31)}] * 3)
+    nothing = run_control(control, only_future, as_of_ms=parse_instant("2026-03-01T12:00Z"))
+    assert (nothing.passed, nothing.violation_count) == (False, 1)
+    assert (nothing.sample[0]["newest"], nothing.sample[0]["future_values_ignored"]) == (None, 3)
+
+
+def test_a_time_ahead_within_future_tolerance_counts_beyond_it_does_not(tmp_path: Path) -> None:
+    at = parse_instant("2026-03-01T12:00Z")
+    rows = [{"ts": datetime(2026, 3, 1, 12, 30)}, {"ts": datetime(2026, 2, 20)}]
+    snapshot = write_snapshot(tmp_path / "s.parquet", rows)
+    default = parse_control_spec({"type": "freshness", "max_age": "2h", "timestamp_field": "ts"})
+    ahead = run_control(default, snapshot, as_of_ms=at)
+    assert ahead.passed and ahead.measures is not None
+    assert (ahead.measures["age"], ahead.measures["future_values_ignored"]) == ("-30m", 0)
+    strict = parse_control_spec({**default.model_dump(), "future_tolerance": "10M"})
+    assert dump_control_line(strict).endswith("future_tolerance: 10m}")
+    assert "future_tolerance" not in dump_control_line(default)  # the default is not written
+    beyond = run_control(strict, snapshot, as_of_ms=at)
+    assert (beyond.passed, beyond.sample[0]["newest"]) == (False, "2026-02-20T00:00:00Z")
+    assert beyond.sample[0]["future_values_ignored"] == 1
+
+
+def test_a_recorded_last_update_ahead_beyond_the_tolerance_is_not_fresh() -> None:
+    control = parse_control_spec({"type": "freshness", "max_age": "2d"})
+    at = parse_instant("2026-03-05T00:00Z")
+    tomorrow = RecordedFacts(last_updated_ms=parse_instant("2026-03-06T00:00Z"))
+    ahead = run_control_on_recorded(control, tomorrow, "op", as_of_ms=at)
+    assert (ahead.passed, ahead.violation_count) == (False, 1)
+    assert (ahead.sample[0]["newest"], ahead.sample[0]["future_values_ignored"]) == (None, 1)
+    soon = RecordedFacts(last_updated_ms=parse_instant("2026-03-05T00:30Z"))
+    within = run_control_on_recorded(control, soon, "op", as_of_ms=at)
+    assert within.passed and within.measures is not None
+    assert within.measures["future_values_ignored"] == 0
+
+
 def _daily_history(folder: Path, last_load_day: int, days: int = 12) -> Path:
     """Daily snapshots 2026-09-01.. of a table loaded each morning until ``last_load_day``."""
     for day in range(1, days + 1):
@@ -243,6 +314,42 @@ def test_max_age_is_learned_from_the_earlier_normal_lags_only(tmp_path: Path) ->
     assert "2026-09-12" in finding.learned_from.held_out
     assert "2026-09-10 lags 1d17h" in finding.fact
     assert "at most 17h" in finding.fact
+
+
+def test_lags_are_drafted_from_the_newest_time_not_ahead_never_negative(tmp_path: Path) -> None:
+    """A history table's open-end rows in every snapshot: the lags are those of its real
+    times (so max_age is learned as without them); a time ahead within the tolerance is no
+    lag, a snapshot of open ends only has no time."""
+    folder = tmp_path / "orders"
+    for day in range(1, 13):
+        loaded = 9 if day in (10, 11) else day
+        write_snapshot(
+            folder / f"2026-09-{day:02d}.parquet",
+            [
+                {"id": 1, "updated_at": datetime(2026, 9, loaded, 7)},
+                {"id": 2, "updated_at": OPEN_END},
+            ],
+        )
+    (folder / "labels.yaml").write_text(
+        yaml.safe_dump({"failures": [{"snapshot": "2026-09-10", "incident": "urn:li:incident:s"}]})
+    )
+    history = load_history(folder)
+    finding = discover_freshness(history, "urn:li:incident:s")
+    assert finding is not None
+    assert finding.control == {
+        "type": "freshness",
+        "max_age": "30h",
+        "timestamp_field": "updated_at",
+    }
+    assert "at most 17h" in finding.fact and "2026-09-10 lags 1d17h" in finding.fact
+    write_snapshot(folder / "2026-09-13.parquet", [{"id": 1, "updated_at": OPEN_END}])
+    write_snapshot(
+        folder / "2026-09-14.parquet", [{"id": 1, "updated_at": datetime(2026, 9, 15, 0, 30)}]
+    )
+    lags = snapshot_lags(
+        load_history(folder), "updated_at", ["2026-09-01", "2026-09-13", "2026-09-14"]
+    )
+    assert lags == {"2026-09-01": 17 * 3600, "2026-09-13": None, "2026-09-14": 0.0}
 
 
 def test_the_cli_judges_as_of_a_time_and_refuses_a_bad_one(tmp_path: Path) -> None:

@@ -85,18 +85,18 @@ AS_OF_MS = 1_772_366_400_123
 @pytest.mark.parametrize("type_", ["TIMESTAMP WITH TIME ZONE", "TIMESTAMP", "DATE", "VARCHAR"])
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_freshness_counts_render_in_every_dialect_for_each_time_type(name: str, type_: str) -> None:
-    control = FreshnessControl(max_age="27h", timestamp_field=name)
+    control = FreshnessControl(max_age="27h", timestamp_field=name, future_tolerance="97m")
     relation = replace(table_relation({name: type_}), as_of_ms=AS_OF_MS)
     query = compiled(control, relation)
     assert (query.sample, query.sample_is_measures) == (None, True)
-    check_every_dialect(control, relation, [name], bound_values=[AS_OF_MS, 27 * 3600])
+    check_every_dialect(control, relation, [name], bound_values=[AS_OF_MS, 27 * 3600, 97 * 60])
 
 
 def test_freshness_on_the_recorded_last_update_binds_it_in_every_dialect() -> None:
-    control = FreshnessControl(max_age="2d")
+    control = FreshnessControl(max_age="2d", future_tolerance="97m")
     recorded = RecordedFacts(last_updated_ms=1_771_111_111_111)
     relation = Relation.of(NO_ROWS, recorded=recorded, as_of_ms=AS_OF_MS)
-    check_every_dialect(control, relation, [], bound_values=[1_771_111_111_111, AS_OF_MS])
+    check_every_dialect(control, relation, [], bound_values=[1_771_111_111_111, AS_OF_MS, 97 * 60])
 
 
 # --- schema_contract -----------------------------------------------------------------------------
