@@ -523,10 +523,12 @@ def hand_sql_writes(path: Path) -> dict[str, Any]:
         recurrence_incident_urn,
         run_event_mcp,
     )
+    from reflex_actions.handlers.own_runs import OwnRuns
 
     verdicts = hand_sql(path)
     stale, short = (set(verdicts["found"][kind]) for kind in ("stale", "short"))
     catalog, actor = LiteCatalog(path), ReflexConfig().service_actor
+    unsealed = OwnRuns(catalog, is_own=lambda _: True)  # the embedded store names the writer
     before = rows_written(path)
     with contextlib.closing(sqlite3.connect(path)) as db:
         profiles = dict(
@@ -558,7 +560,9 @@ def hand_sql_writes(path: Path) -> dict[str, Any]:
                         actor,
                     )
                 )
-            mcps.append(run_event_mcp(assertion, dataset, time_ms, run_id, result, None, actor))
+            mcps.append(
+                run_event_mcp(assertion, dataset, time_ms, run_id, result, None, actor, unsealed)
+            )
         catalog.emit(mcps)
     catalog.close()
     return {**verdicts, "rows": rows_written(path) - before, "written": failures_recorded(path)}

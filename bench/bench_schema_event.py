@@ -152,8 +152,10 @@ def hand_write(catalog: LiteCatalog, broken: list[tuple[str, int]]) -> None:
         recurrence_incident_urn,
         run_event_mcp,
     )
+    from reflex_actions.handlers.own_runs import OwnRuns
 
     actor = ReflexConfig().service_actor
+    unsealed = OwnRuns(catalog, is_own=lambda _: True)  # the embedded store names the writer
     for dataset, created in broken:
         run_id, assertion = f"schema-{created}", assertion_urn(SCHEMA_LESSON, dataset)
         result = ControlResult(
@@ -165,7 +167,7 @@ def hand_write(catalog: LiteCatalog, broken: list[tuple[str, int]]) -> None:
         catalog.emit(
             [
                 hand_incident(incident, dataset, assertion, created, actor),
-                run_event_mcp(assertion, dataset, created, run_id, result, None, actor),
+                run_event_mcp(assertion, dataset, created, run_id, result, None, actor, unsealed),
             ]
         )
 

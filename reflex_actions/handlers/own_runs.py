@@ -84,28 +84,33 @@ class OwnRuns:
         return bool(self._own(assertion, run_id, RUNS_OF_AN_ID))
 
     def _own(self, assertion: str, run_id: str | None, limit: int) -> list[AssertionRunEventClass]:
+        """Reflex's own among the newest ``limit`` runs (of ``run_id``), newest first. The
+        newest alone is read first: it is Reflex's own unless someone wrote beside it."""
         where = {"runId": run_id} if run_id is not None else None
-        written = self.catalog.timeseries_written(
-            assertion, AssertionRunEventClass, limit=limit, where=where
-        )
-        return [w.aspect for w in written if self._by_reflex(w, assertion)]
-
-    def _by_reflex(self, written: Written[AssertionRunEventClass], assertion: str) -> bool:
-        run = written.aspect
-        if written.writer is not None:
-            own = self.is_own(written.writer)
-        elif self.key is None:
-            return True  # no writer recorded and no secret to seal with: nothing tells them apart
-        else:
-            native = (run.result.nativeResults if run.result else None) or {}
-            given = native.get(RUN_SEAL, "")
-            own = isinstance(given, str) and hmac.compare_digest(given, _seal_of(run, self.key))
-        if not own:
+        for batch in (1, limit):
+            written = self.catalog.timeseries_written(
+                assertion, AssertionRunEventClass, limit=batch, where=where
+            )
+            own = [w.aspect for w in written if self._by_reflex(w)]
+            if own or len(written) < batch:
+                break
+        for foreign in (w for w in written if w.aspect not in own):
             logger.warning(
                 "a run event on Reflex's assertion %s (run %s) was not written by Reflex "
                 "(written by %s): ignored",
                 assertion,
-                excerpt(run.runId),
-                written.writer or "a writer without Reflex's seal",
+                excerpt(foreign.aspect.runId),
+                foreign.writer or "a writer without Reflex's seal",
             )
         return own
+
+    def _by_reflex(self, written: Written[AssertionRunEventClass]) -> bool:
+        if written.writer is not None:
+            return self.is_own(written.writer)
+        if self.key is None:
+            return True  # no writer recorded and no secret to seal with: nothing tells them apart
+        native = (written.aspect.result.nativeResults if written.aspect.result else None) or {}
+        given = native.get(RUN_SEAL, "")
+        return isinstance(given, str) and hmac.compare_digest(
+            given, _seal_of(written.aspect, self.key)
+        )
