@@ -7,6 +7,8 @@ import posixpath
 import re
 from pathlib import Path
 
+from datahub.utilities.urns.dataset_urn import DatasetUrn
+from datahub.utilities.urns.error import InvalidUrnError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
@@ -38,11 +40,24 @@ class ApproversConfig(_Strict):
     groups: list[str] = Field(default_factory=list)
 
 
+def dataset_folder(template: str, dataset_urn: str, **fields: str) -> str | None:
+    """The one mapping from a dataset to the path a template names for it (``histories.folder``,
+    ``landing.locator``): ``{name}`` is the dataset urn's name
+    (``payments.public.card_settlements``, never the shorter ``datasetProperties.name``, which
+    collides across schemas and platforms) and ``{platform}`` the urn's platform; ``fields``
+    fill the others (``{snapshot_id}``). None when the urn is no dataset's."""
+    try:
+        urn = DatasetUrn.from_string(dataset_urn)
+    except InvalidUrnError:
+        return None
+    platform = urn.get_data_platform_urn().platform_name
+    return template.format(name=urn.name, platform=platform, **fields)
+
+
 class HistoriesConfig(_Strict):
-    """Where each dataset's snapshot history lives: ``root / folder``, where ``{name}`` is the
-    dataset urn's name (``payments.public.card_settlements``, never the shorter display name,
-    which collides across schemas and platforms) and ``{platform}`` the urn's platform (e.g.
-    ``{platform}/{name}`` for a platform level). Datasets without a folder have no history."""
+    """Where each dataset's snapshot history lives: ``root / folder``, the folder named as
+    :func:`dataset_folder` names it (``{platform}/{name}`` for a platform level). Datasets
+    without a folder have no history."""
 
     root: Path | None = None
     folder: str = "{name}"
@@ -98,8 +113,9 @@ class LandingConfig(_Strict):
     """Where a newly landed snapshot is, and where it may be.
 
     An operation names its snapshot in ``customProperties.snapshot`` (a path); otherwise the
-    ``locator`` template is filled from the dataset (``{name}``, ``{platform}``) and the
-    operation (``{snapshot_id}`` = ``customProperties.snapshot_id``, else the partition). The
+    ``locator`` template is filled from the dataset urn as :func:`dataset_folder` fills a
+    history folder (``{name}``, ``{platform}``) and from the operation (``{snapshot_id}`` =
+    ``customProperties.snapshot_id``, else the partition). The
     resolved path must lie under one of ``allowed_roots``, or the snapshot is refused.
     """
 

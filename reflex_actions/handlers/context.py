@@ -28,7 +28,7 @@ from reflex_actions.backtest.history import (
     unreadable_history,
 )
 from reflex_actions.catalog.base import AspectT, Catalog
-from reflex_actions.config import ReflexConfig
+from reflex_actions.config import ReflexConfig, dataset_folder
 from reflex_actions.controls import Control
 from reflex_actions.engines import open_engine
 from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget, TableTarget
@@ -91,14 +91,16 @@ class HandlerContext:
         return self.out.pending_lesson(urn) or load_lesson(self.catalog, urn)
 
     def history_folder(self, dataset_urn: str) -> Path | None:
-        """The one mapping from a dataset urn to its history folder (``histories.folder``);
-        None without a histories root, or when the urn's name would lead outside it."""
+        """The dataset's history folder (``histories.folder`` named by :func:`dataset_folder`,
+        as the landing locator is); None without a histories root, or when the urn's name would
+        lead outside it."""
         root = self.config.histories.root
         if root is None:
             return None
-        relative = self.config.histories.folder.format(
-            name=display_name(dataset_urn), platform=dataset_platform(dataset_urn)
-        )
+        relative = dataset_folder(self.config.histories.folder, dataset_urn)
+        if relative is None:
+            logger.warning("no history for %s: it is not a dataset urn", dataset_urn)
+            return None
         folder = (root / relative).resolve()
         if not folder.is_relative_to(root.resolve()):
             logger.warning("no history for %s: its name leads outside %s", dataset_urn, root)

@@ -9,12 +9,12 @@ from datahub.metadata.schema_classes import OperationClass
 
 from reflex_actions.backtest.history import History
 from reflex_actions.bounded import excerpt
-from reflex_actions.config import LandingConfig
+from reflex_actions.config import LandingConfig, dataset_folder
 from reflex_actions.controls import Control
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ReferenceSnapshot
 from reflex_actions.snapshots import SnapshotFile
-from reflex_actions.vocabulary import dataset_platform, display_name
+from reflex_actions.vocabulary import display_name
 
 DEFAULT_PARTITION = "FULL_TABLE_SNAPSHOT"
 
@@ -24,7 +24,7 @@ class SnapshotRefused(ReflexError):
 
 
 def locate_snapshot(
-    operation: OperationClass, dataset_name: str, platform: str, landing: LandingConfig
+    operation: OperationClass, dataset_urn: str, landing: LandingConfig
 ) -> tuple[Path, str]:
     """The landed snapshot's path and id, restricted to the configured allowed roots."""
     properties = operation.customProperties or {}
@@ -35,9 +35,7 @@ def locate_snapshot(
     if properties.get("snapshot"):
         path = Path(properties["snapshot"])
     elif landing.locator and snapshot_id:
-        path = Path(
-            landing.locator.format(name=dataset_name, platform=platform, snapshot_id=snapshot_id)
-        )
+        path = _located(landing.locator, dataset_urn, snapshot_id)
     else:
         raise SnapshotRefused(
             "the operation names no snapshot (customProperties.snapshot or snapshot_id) "
@@ -45,6 +43,15 @@ def locate_snapshot(
         )
     resolved = within_allowed_roots(path, landing)
     return resolved, snapshot_id or resolved.stem
+
+
+def _located(locator: str, dataset_urn: str, snapshot_id: str) -> Path:
+    """Where the landing locator puts the dataset's snapshot of that id (named as its history
+    folder is)."""
+    located = dataset_folder(locator, dataset_urn, snapshot_id=snapshot_id)
+    if located is None:
+        raise SnapshotRefused(f"{excerpt(dataset_urn)} is not a dataset urn: no landing locator")
+    return Path(located)
 
 
 def within_allowed_roots(path: Path, landing: LandingConfig) -> Path:
@@ -72,10 +79,9 @@ def parent_snapshot(
     target = control.referenced()
     if target is None:
         return None
-    name, platform = display_name(target.dataset), dataset_platform(target.dataset)
     if landing.locator and snapshot_id:
-        landed = Path(landing.locator.format(name=name, platform=platform, snapshot_id=snapshot_id))
         try:
+            landed = _located(landing.locator, target.dataset, snapshot_id)
             resolved = within_allowed_roots(landed, landing)
         except SnapshotRefused:
             resolved = None
@@ -85,7 +91,7 @@ def parent_snapshot(
     paired = parent_history.snapshot_for(snapshot_id) if parent_history else None
     if paired is None:
         raise SnapshotRefused(
-            f"{name}, the dataset this control references, has no snapshot "
+            f"{display_name(target.dataset)}, the dataset this control references, has no snapshot "
             f"{excerpt(snapshot_id)} or earlier"
         )
     return ReferenceSnapshot(*paired)

@@ -235,9 +235,7 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
     refused: str | None = None
     snapshot_id = f"refused-{operation.timestampMillis}"
     try:
-        landed, snapshot_id = landed_data(
-            operation, change.urn, dataset.name, dataset.platform, ctx
-        )
+        landed, snapshot_id = landed_data(operation, change.urn, ctx)
     except (SnapshotRefused, EngineError) as refusal:
         logger.warning("not running controls on %s: %s", change.urn, refusal)
         refused = str(refusal)
@@ -267,7 +265,7 @@ def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
 
 
 def landed_data(
-    operation: OperationClass, urn: str, name: str, platform: str, ctx: HandlerContext
+    operation: OperationClass, urn: str, ctx: HandlerContext
 ) -> tuple[tuple[Engine | None, Target] | None, str]:
     """Where the operation's data is (an engine, None for the embedded DuckDB on files, and
     the target) and the run's id; None when there is nothing Reflex can read."""
@@ -281,7 +279,7 @@ def landed_data(
             return found
         if names_no_data(operation):
             return None, ""
-    path, snapshot_id = locate_snapshot(operation, name, platform, ctx.config.landing)
+    path, snapshot_id = locate_snapshot(operation, urn, ctx.config.landing)
     return (None, FileTarget(path)), snapshot_id
 
 

@@ -172,9 +172,7 @@ def _on_latest_snapshot(
     dataset = ctx.catalog.dataset(dataset_urn)
     try:
         if dataset is not None and operation is not None:
-            landed, snapshot_id = landed_data(
-                operation, dataset_urn, dataset.name, dataset.platform, ctx
-            )
+            landed, snapshot_id = landed_data(operation, dataset_urn, ctx)
         else:
             landed, snapshot_id = data_at(dataset_urn, now_ms, ctx) or (None, "")
     except (SnapshotRefused, EngineError) as refusal:

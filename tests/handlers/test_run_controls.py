@@ -9,11 +9,13 @@ from pathlib import Path
 from datahub.metadata.schema_classes import (
     AssertionResultTypeClass,
     AssertionRunEventClass,
+    DatasetPropertiesClass,
     IncidentInfoClass,
     OperationClass,
     OperationTypeClass,
 )
 
+from reflex_actions.catalog.steward import acting_as
 from reflex_actions.handlers.assertions import (
     RECURRENCE_TYPE,
     assertion_urn,
@@ -29,11 +31,14 @@ from tests.conftest import write_snapshot
 from tests.handlers.builders import (
     LESSON,
     PAYMENTS,
+    STEWARD,
     add_dataset,
     change,
     context,
     kinds,
     published_lesson,
+    seed,
+    written,
 )
 
 APPROVED_AT = 100
@@ -51,15 +56,19 @@ def landing(at: int, **properties: str) -> AspectChange:
     return change(PAYMENTS, operation, time_ms=at)
 
 
-def covered_estate(root: Path) -> tuple[MemoryCatalog, HandlerContext, Path]:
-    """PAYMENTS covered by a lesson published at APPROVED_AT, and a landed snapshot under the
-    allowed landing root whose transaction T1 is there twice."""
+def covered_estate(
+    root: Path, folder: str = "payments", **landing: str
+) -> tuple[MemoryCatalog, HandlerContext, Path]:
+    """PAYMENTS covered by a lesson published at APPROVED_AT, and a landed snapshot in
+    ``folder`` of the allowed landing root whose transaction T1 is there twice; ``landing``
+    adds to the landing settings."""
     catalog = MemoryCatalog()
     add_dataset(catalog, PAYMENTS)
     published_lesson(catalog, approved_at=APPROVED_AT)
     rows = [{"transaction_id": t} for t in ("T1", "T1", "T2")]
-    snapshot = write_snapshot(root / "payments" / "s1.parquet", rows)
-    return catalog, context(catalog, landing={"allowed_roots": [str(root)]}), snapshot
+    snapshot = write_snapshot(root / folder / "s1.parquet", rows)
+    settings = {"allowed_roots": [str(root)], **landing}
+    return catalog, context(catalog, landing=settings), snapshot
 
 
 def test_duplicates_landing_raise_incident_b_note_it_then_record_the_run(tmp_path: Path) -> None:
@@ -86,6 +95,22 @@ def test_duplicates_landing_raise_incident_b_note_it_then_record_the_run(tmp_pat
     stored = load_lesson(catalog, LESSON)
     assert stored is not None and [r.incident for r in stored.recurrences] == [B]
     assert catalog.latest_timeseries(ASSERTION, AssertionRunEventClass) == event.aspect
+
+
+def test_a_snapshot_located_by_its_id_alone_is_found_in_the_urn_named_folder(
+    tmp_path: Path,
+) -> None:
+    """The landing locator's ``{name}`` is the urn's name, as a history folder's is, never the
+    shorter name DataHub displays (``payments`` here): the landing is judged, not an ERROR."""
+    locator = f"{tmp_path}/{{name}}/{{snapshot_id}}.parquet"
+    catalog, ctx, _ = covered_estate(tmp_path, "finance.payments", locator=locator)
+    seed(catalog, acting_as(STEWARD, PAYMENTS, DatasetPropertiesClass(name="payments")))
+
+    on_operation(landing(APPROVED_AT + 1, snapshot_id="s1"), ctx)
+
+    (run,) = written(ctx, AssertionRunEventClass)
+    assert run.result is not None and run.result.type == AssertionResultTypeClass.FAILURE
+    assert run.result.unexpectedCount == 1 and run.runId == "s1"
 
 
 def test_an_operation_before_the_approval_decides_nothing(tmp_path: Path) -> None:

@@ -106,10 +106,11 @@ def _operation(path: str) -> OperationClass:
 
 def test_unusable_landing_paths_are_refused_with_a_bounded_message(tmp_path: Path) -> None:
     landing = LandingConfig(allowed_roots=[tmp_path])
+    dataset = "urn:li:dataset:(urn:li:dataPlatform:p,d,PROD)"
     with pytest.raises(SnapshotRefused, match="cannot be resolved"):
-        locate_snapshot(_operation(f"{tmp_path}/a\x00b.parquet"), "d", "p", landing)
+        locate_snapshot(_operation(f"{tmp_path}/a\x00b.parquet"), dataset, landing)
     with pytest.raises(SnapshotRefused, match="outside the allowed roots") as refused:
-        locate_snapshot(_operation("/elsewhere/" + "x" * 50_000), "d", "p", landing)
+        locate_snapshot(_operation("/elsewhere/" + "x" * 50_000), dataset, landing)
     assert len(str(refused.value)) < 300
 
 
