@@ -99,13 +99,31 @@ def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> R
         return shown_relation()
     if table is None:
         raise ReflexError(f"--dialect {dialect} reads a table: give it with --table NAME")
-    target = control_spec.referenced()
-    parent = (
-        Relation(source=table_source(TableTarget(display_name(target.dataset))))
-        if target is not None
-        else None
+    parent = _referenced_table(control_spec)
+    return Relation(
+        source=table_source(TableTarget(table)),
+        reference=Relation(source=table_source(parent)) if parent is not None else None,
     )
-    return Relation(source=table_source(TableTarget(table)), reference=parent)
+
+
+def _referenced_table(control_spec: Control) -> TableTarget | None:
+    """The referenced (parent) dataset's table on the engine the child's table is read on, as
+    landing pairs them: its urn's name; None for a control that references no dataset."""
+    target = control_spec.referenced()
+    return TableTarget(display_name(target.dataset)) if target is not None else None
+
+
+def _default_parent(control_spec: Control, child: Target) -> ReferenceSnapshot | None:
+    """The parent a table is checked against when none is given: the referenced dataset's
+    table (its partition of the same value, when the child is one partition), as landing
+    reads it; None for a child that is no engine's table (a file, an Iceberg or Delta table)."""
+    parent = _referenced_table(control_spec)
+    if parent is None or not isinstance(child, TableTarget):
+        return None
+    if child.partition_column is None:
+        return ReferenceSnapshot(parent, "the live table")
+    same = replace(parent, partition_column=child.partition_column, partition=child.partition)
+    return ReferenceSnapshot(same, "the same partition")
 
 
 @control.command("run")
@@ -124,7 +142,8 @@ def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> R
 )
 @click.option(
     "--reference-table",
-    help="The referenced (parent) dataset's table on the same engine (db.schema.table).",
+    help="The referenced (parent) dataset's table on the same engine (db.schema.table); "
+    "default for a table: the referenced urn's name (its same --partition).",
 )
 @click.option(
     "--baseline-counts",
@@ -171,11 +190,12 @@ def run_command(
             partition_column,
             partition,
         )
-        parent = None
         if reference is not None:
             parent = ReferenceSnapshot(FileTarget(reference), "given as --reference")
         elif reference_table is not None:
             parent = ReferenceSnapshot(TableTarget(reference_table), "given as --reference-table")
+        else:
+            parent = _default_parent(control_spec, target)
         result = run_control(
             control_spec,
             target,

@@ -78,3 +78,45 @@ def test_an_unset_connection_variable_is_bad_input_naming_it(
     monkeypatch.delenv("REFLEX_POSTGRES_URL", raising=False)
     code, out = run(spec, "--engine", "postgres", "--table", "shop.orders")
     assert code == 2 and "REFLEX_POSTGRES_URL" in out["error"]
+
+
+CUSTOMERS = "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.customers,PROD)"
+
+
+def test_a_table_is_checked_against_the_referenced_dataset_s_table_by_default(
+    postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``control compile`` and landing pair them: the parent is the referenced urn's table on
+    the same engine (its partition of the same value for a partition); --reference-table
+    overrides it."""
+    create_table(
+        postgres_server, ("shop", "payments"),
+        [{"customer_id": c, "day": d} for c, d in (("C1", "d1"), ("C2", "d1"), ("C3", "d2"))],
+    )  # fmt: skip
+    create_table(
+        postgres_server, ("shop", "customers"),
+        [{"customer_id": c, "day": "d1"} for c in ("C1", "C3")],
+    )  # fmt: skip
+    create_table(postgres_server, ("shop", "all_customers"), [{"customer_id": "C2"}])
+    spec = tmp_path / "references.yaml"
+    spec.write_text(
+        "type: referential_integrity\nfield: customer_id\n"
+        f"references: {{dataset: '{CUSTOMERS}', field: customer_id}}\n"
+    )
+    monkeypatch.setenv("REFLEX_POSTGRES_URL", postgres_server.url())
+    table = ("--engine", "postgres", "--table", "shop.payments")
+
+    code, live = run(spec, *table)
+    assert code == 1 and live["violation_count"] == 1
+    assert [row["missing_parent_value"] for row in live["sample"]] == ["C2"]
+    assert (live["reference"]["snapshot"], live["reference"]["chosen"]) == (
+        "shop.customers", "the live table",
+    )  # fmt: skip
+
+    code, day = run(spec, *table, "--partition-column", "day", "--partition", "d2")
+    assert code == 1 and [row["missing_parent_value"] for row in day["sample"]] == ["C3"]
+    assert day["reference"]["chosen"] == "the same partition"
+
+    code, given = run(spec, *table, "--reference-table", "shop.all_customers")
+    assert code == 1 and [row["missing_parent_value"] for row in given["sample"]] == ["C1", "C3"]
+    assert given["reference"]["snapshot"] == "shop.all_customers"
