@@ -15,13 +15,14 @@ import click
 
 from reflex_actions.bounded import validated
 from reflex_actions.catalog.registry import open_store
+from reflex_actions.cli.lessons import terminal_text
 from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
 from reflex_actions.cli.pipeline_file import load_pipeline
 from reflex_actions.config import ReflexConfig
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.scheduled import on_schedule
-from reflex_actions.times import now_ms, parse_duration, parse_instant
+from reflex_actions.times import iso, now_ms, parse_duration, parse_instant
 
 
 def reflex_config(pipeline: dict[str, Any], path: Path) -> ReflexConfig:
@@ -84,4 +85,9 @@ def evaluate_command(
             f"judged {counts.judged}, failed {counts.failed}, errors {counts.errors}, "
             f"not due {counts.skipped}"
         )
+        for lesson in counts.not_in_force:
+            click.echo(
+                f"not judged: {terminal_text(lesson.lesson)} was not yet published at "
+                f"{iso(at)} (in force since {lesson.in_force_since})"
+            )
     sys.exit(EXIT_CHECK_FAILED if counts.failed else EXIT_OK)

@@ -19,7 +19,7 @@ its newest time, so a table stale for days raises one incident, not one per tick
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -52,6 +52,14 @@ from reflex_actions.vocabulary import LESSONS_NODE
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class NotInForce:
+    """A scheduled lesson the tick did not judge: it was published after the tick's time."""
+
+    lesson: str
+    in_force_since: str | None
+
+
 @dataclass
 class SweepCounts:
     """What one tick did, for the report and the CLI."""
@@ -60,6 +68,8 @@ class SweepCounts:
     skipped: int = 0
     failed: int = 0
     errors: int = 0
+    #: the scheduled lessons not yet in force at the tick (an ``--as-of`` before an approval)
+    not_in_force: list[NotInForce] = field(default_factory=list)
 
 
 def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> SweepCounts:
@@ -73,9 +83,11 @@ def on_schedule(ctx: HandlerContext, now_ms: int, interval_seconds: int) -> Swee
             lesson is None
             or lesson.approved is None
             or not lesson.in_force
-            or (lesson.in_force_since or 0) > now_ms
             or not triggered_by(str(lesson.approved.control.get("type")), Trigger.SCHEDULE)
         ):
+            continue
+        if (lesson.in_force_since or 0) > now_ms:
+            counts.not_in_force.append(NotInForce(urn, iso(lesson.in_force_since)))
             continue
         decide_then_apply(ctx, partial(_sweep_lesson, lesson, ctx, now_ms, slot, counts))
     return counts

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -25,6 +26,7 @@ from reflex_actions.demo.run import Demo
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds.stale_data import STALE_DATA
 from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.times import iso
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.loop.store import (
     active_incident,
@@ -121,7 +123,7 @@ def published(tmp_path: Path) -> Iterator[Published]:
         demo.catalog.close()
 
 
-def _evaluate(pipeline: Path, *extra: str) -> tuple[int, dict[str, int]]:
+def _evaluate(pipeline: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     import json
 
     result = CliRunner().invoke(cli, ["evaluate", "--due", "-c", str(pipeline), "--json", *extra])
@@ -198,6 +200,27 @@ def test_a_dataset_without_a_landed_snapshot_is_an_error_run_not_an_incident(
     assert run.result is not None and run.result.type == "ERROR"
     assert "no landed snapshot" in (run.result.error.properties or {})["message"]  # type: ignore[union-attr]
     assert incidents_b(published.store) == {}
+
+
+def test_a_time_before_the_approval_judges_nothing_and_names_the_lessons_not_yet_in_force(
+    published: Published,
+) -> None:
+    since = published.lesson.in_force_since
+    assert since is not None
+    before, pipeline = iso(since - HOUR), published.pipeline_file()
+
+    code, counts = _evaluate(pipeline, "--as-of", before)
+    assert (code, counts["judged"], counts["skipped"]) == (0, 0, 0)
+    not_in_force = {"lesson": published.lesson.urn, "in_force_since": iso(since)}
+    assert counts["not_in_force"] == [not_in_force]
+    text = CliRunner().invoke(cli, ["evaluate", "--due", "-c", str(pipeline), "--as-of", before])
+    assert (
+        f"not judged: {published.lesson.urn} was not yet published at {before} "
+        f"(in force since {iso(since)})"
+    ) in text.output
+
+    code, counts = _evaluate(pipeline, "--as-of", iso(since + HOUR))
+    assert counts["judged"] >= 1 and counts["not_in_force"] == []
 
 
 def test_the_embedded_source_ticks_when_idle(published: Published) -> None:
