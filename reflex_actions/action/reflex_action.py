@@ -5,8 +5,10 @@ the controls that are due."""
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from datahub_actions.action.action import Action
 from datahub_actions.event.event_envelope import EventEnvelope
@@ -14,6 +16,7 @@ from datahub_actions.event.event_registry import METADATA_CHANGE_LOG_EVENT_V1_TY
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.action.report import ReflexReport, WriteCountingCatalog
+from reflex_actions.action.turns import Turns
 from reflex_actions.bounded import validated
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.registry import open_store
@@ -72,15 +75,23 @@ class ReflexAction(Action):
             [*(route_name(*key) for key in ROUTES), SCHEDULE_ROUTE]
         )
         self.report.start()
-        #: one event or sweep at a time: the timer's sweeps and the pipeline's events
-        self._handling = threading.Lock()
+        #: one event or slice of a sweep at a time, events first
+        self._turns = Turns()
         self._closing = threading.Event()
+        #: the ticks waiting for a sweep (the timer's, or the embedded source's); None: stop
+        self._ticks: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._sweeper: threading.Thread | None = None
         self._timer: threading.Thread | None = None
-        if timer and config.schedule.interval_seconds is not None:
-            self._timer = threading.Thread(
-                target=self._tick_on_slots, name="reflex-schedule", daemon=True
+        if config.schedule.interval_seconds is not None:
+            self._sweeper = threading.Thread(
+                target=self._sweep_ticks, name="reflex-sweep", daemon=True
             )
-            self._timer.start()
+            self._sweeper.start()
+            if timer:
+                self._timer = threading.Thread(
+                    target=self._tick_on_slots, name="reflex-schedule", daemon=True
+                )
+                self._timer.start()
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
@@ -119,7 +130,7 @@ class ReflexAction(Action):
         if event.event_type != METADATA_CHANGE_LOG_EVENT_V1_TYPE:
             self.report.record_dropped()
             return
-        with self._handling:
+        with self._turns.event():
             self._route(event)
 
     def _route(self, event: EventEnvelope) -> None:
@@ -155,31 +166,57 @@ class ReflexAction(Action):
             self.report.record(route, wrote=wrote, refusals=self.context.refusals)
 
     def on_tick(self, time_ms: int) -> None:
-        """Judge the scheduled controls due at ``time_ms``; without a schedule, nothing."""
-        interval = self.context.config.schedule.interval_seconds
-        if interval is None:
+        """Ask for a sweep of the scheduled controls due at ``time_ms``: it runs beside the
+        events, in slices (see Turns); without a schedule, nothing."""
+        if self._sweeper is None:
             self.report.record_dropped()
             return
-        with self._handling:
-            writes_before = self.writes.writes
-            try:
-                counts = on_schedule(self.context, time_ms, interval)
-            except ReflexError as error:
-                self.report.record(SCHEDULE_ROUTE, wrote=False, error=error)
-                raise
-            self.report.record(SCHEDULE_ROUTE, wrote=self.writes.writes > writes_before)
-            logger.info("reflex: schedule tick at %s: %s", time_ms, counts)
+        self._ticks.put(time_ms)
+
+    def _sweep_ticks(self) -> None:
+        """The sweeper: one sweep per tick asked for; ticks that piled up meanwhile make one
+        sweep, at the latest of them (an older tick's slot is judged by then or overtaken)."""
+        stopping = False
+        while not stopping and (time_ms := self._ticks.get()) is not None:
+            while not self._ticks.empty():
+                later = self._ticks.get()
+                if later is None:
+                    stopping = True  # after this sweep
+                    break
+                time_ms = later
+            self._sweep(time_ms)
+
+    def _sweep(self, time_ms: int) -> None:
+        interval = self.context.config.schedule.interval_seconds or 0
+        wrote = False
+
+        @contextmanager
+        def turn() -> Iterator[None]:
+            nonlocal wrote
+            with self._turns.slice():
+                before = self.writes.writes
+                try:
+                    yield
+                finally:
+                    wrote |= self.writes.writes > before
+
+        try:
+            counts = on_schedule(self.context, time_ms, interval, turn)
+        except ReflexError as error:  # logged and reported; the next tick tries again
+            with self._turns.slice():
+                self.report.record(SCHEDULE_ROUTE, wrote=wrote, error=error)
+            logger.error("reflex: schedule tick at %s failed: %s", time_ms, error)
+            return
+        with self._turns.slice():
+            self.report.record(SCHEDULE_ROUTE, wrote=wrote)
+        logger.info("reflex: schedule tick at %s: %s", time_ms, counts)
 
     def _tick_on_slots(self) -> None:
         """The timer beside Kafka: one tick at the start (to catch up), then one at the start
         of each interval slot, until the action closes."""
         interval_ms = (self.context.config.schedule.interval_seconds or 0) * 1000
         while not self._closing.is_set():
-            now = now_ms()
-            try:
-                self.on_tick(now)
-            except ReflexError as error:  # logged and reported; the next slot tries again
-                logger.error("reflex: schedule tick at %s failed: %s", now, error)
+            self.on_tick(now_ms())
             wait_ms = interval_ms - now_ms() % interval_ms
             self._closing.wait(wait_ms / 1000)
 
@@ -188,9 +225,14 @@ class ReflexAction(Action):
         return self.report
 
     def close(self) -> None:
+        """Stop the timer, let the sweeper finish the sweeps asked for (what a sweep judged
+        is not judged again, so an interrupted one resumes at the next tick), then report."""
         self._closing.set()
         if self._timer is not None:
             self._timer.join(timeout=30)
+        if self._sweeper is not None:
+            self._ticks.put(None)
+            self._sweeper.join()
         failed = any(counts.failed for counts in self.report.routes.values())
         self.report.end(success=not failed)
         self.report.log()

@@ -1,0 +1,134 @@
+"""The schedule's sweep never holds an event back: it works in slices, and an event that
+arrives mid-sweep is handled before the sweep's next slice (DESIGN §4, issue 26)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.metadata.schema_classes import (
+    AssertionRunEventClass,
+    AuditStampClass,
+    ChangeTypeClass,
+    GenericAspectClass,
+    MetadataChangeLogClass,
+    StructuredPropertiesClass,
+    StructuredPropertyValueAssignmentClass,
+)
+from datahub_actions.event.event_envelope import EventEnvelope
+from datahub_actions.event.event_registry import (
+    METADATA_CHANGE_LOG_EVENT_V1_TYPE,
+    MetadataChangeLogEvent,
+)
+
+from reflex_actions.action.reflex_action import ReflexAction
+from reflex_actions.catalog.steward import acting_as
+from reflex_actions.config import ReflexConfig
+from reflex_actions.controls import parse_control_spec
+from reflex_actions.handlers.assertions import assertion_mcp
+from reflex_actions.handlers.lesson_store import lesson_term_mcp
+from reflex_actions.handlers.scheduled import SLICE_DATASETS
+from reflex_actions.lessons.model import ApprovedVersion, LessonState
+from reflex_actions.times import now_ms
+from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS, SCOPE
+from tests.catalog.memory_catalog import MemoryCatalog
+from tests.handlers.builders import INTRUDER, LESSON, PAYMENTS, REFLEX, lesson, pending_lesson, seed
+
+SWEPT = "urn:li:glossaryTerm:reflex.lesson.swept"
+FRESHNESS = {"type": "freshness", "max_age": "26h"}
+DATASETS = [
+    f"urn:li:dataset:(urn:li:dataPlatform:snowflake,db.t{n:04d},PROD)"
+    for n in range(5 * SLICE_DATASETS)
+]
+
+
+class Watched(MemoryCatalog):
+    """Says when the sweep's first slice has written its run events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_slice = threading.Event()
+
+    def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+        super().emit(mcps)
+        if any(isinstance(m.aspect, AssertionRunEventClass) for m in mcps):
+            self.first_slice.set()
+
+
+def _run_events(catalog: MemoryCatalog) -> int:
+    return sum(isinstance(w.aspect, AssertionRunEventClass) for w in catalog.writes)
+
+
+def _covered_estate(catalog: MemoryCatalog) -> None:
+    """A freshness lesson in force on every dataset (none of them has an update recorded:
+    each sweep judges, and fails, every one), and a lesson waiting for approval."""
+    control = parse_control_spec(FRESHNESS)
+    swept = lesson(
+        urn=SWEPT,
+        control=FRESHNESS,
+        state=LessonState.PUBLISHED,
+        published_scope=DATASETS,
+        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
+        approved=ApprovedVersion(
+            control=FRESHNESS, scope=DATASETS, actor=INTRUDER, at=1,
+            digest=ApprovedVersion.digest_of(FRESHNESS, DATASETS),
+        ),
+    )  # fmt: skip
+    coverage = StructuredPropertiesClass(
+        properties=[StructuredPropertyValueAssignmentClass(propertyUrn=COVERAGE, values=[SWEPT])]
+    )
+    for dataset in DATASETS:
+        seed(catalog, assertion_mcp(swept, dataset, control, REFLEX))
+        seed(catalog, acting_as(REFLEX, dataset, coverage))
+    seed(catalog, lesson_term_mcp(swept, "swept", REFLEX))
+    pending_lesson(catalog)
+
+
+def _intruders_approval() -> EventEnvelope:
+    def aspect(approval: str) -> GenericAspectClass:
+        values = {ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: approval, SCOPE: PAYMENTS}
+        properties = [{"propertyUrn": p, "values": [{"string": v}]} for p, v in values.items()]
+        return GenericAspectClass(
+            value=json.dumps({"properties": properties}).encode(), contentType="application/json"
+        )
+
+    mcl = MetadataChangeLogClass(
+        entityType="glossaryTerm",
+        entityUrn=LESSON,
+        changeType=ChangeTypeClass.UPSERT,
+        aspectName="structuredProperties",
+        aspect=aspect("APPROVED"),
+        previousAspectValue=aspect("PENDING"),
+        created=AuditStampClass(time=now_ms(), actor=INTRUDER),
+    )
+    meta = {"kafka": {"topic": "MetadataChangeLog_Versioned_v1", "partition": 0, "offset": 7}}
+    return EventEnvelope(
+        METADATA_CHANGE_LOG_EVENT_V1_TYPE, MetadataChangeLogEvent.from_class(mcl), meta
+    )
+
+
+def test_an_event_arriving_mid_sweep_is_handled_before_the_sweep_ends() -> None:
+    catalog = Watched()
+    _covered_estate(catalog)
+    config = ReflexConfig.model_validate({"schedule": {"interval": "1h"}})
+    action = ReflexAction(config, catalog)
+
+    action.on_tick(now_ms())
+    assert catalog.first_slice.wait(timeout=60)
+    action.act(_intruders_approval())
+    judged_when_handled = _run_events(catalog)
+    action.close()
+
+    assert SLICE_DATASETS <= judged_when_handled < len(DATASETS)  # handled mid-sweep
+    assert _run_events(catalog) == len(DATASETS)  # and the sweep went on to the end
+    refusal = next(
+        n
+        for n, w in enumerate(catalog.writes)
+        if w.entityUrn == LESSON and w.aspectName == "structuredProperties"
+    )
+    last_run = max(
+        n for n, w in enumerate(catalog.writes) if isinstance(w.aspect, AssertionRunEventClass)
+    )
+    assert refusal < last_run
