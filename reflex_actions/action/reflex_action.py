@@ -16,6 +16,7 @@ from datahub_actions.event.event_registry import METADATA_CHANGE_LOG_EVENT_V1_TY
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.action.report import ReflexReport, WriteCountingCatalog
+from reflex_actions.action.shards import EveryDataset, KafkaShards, Shards
 from reflex_actions.action.turns import Turns
 from reflex_actions.bounded import validated
 from reflex_actions.catalog.base import Catalog, CatalogError
@@ -49,6 +50,10 @@ ROUTES: dict[tuple[str, str], Handler] = {
 }
 #: how the report names the schedule's sweeps
 SCHEDULE_ROUTE = "schedule/tick"
+#: DataHub's versioned change-log topic, when the kafka source's routes do not name it
+DEFAULT_MCL_TOPIC = "MetadataChangeLog_Versioned_v1"
+#: How often the timer looks whether a rebalance gave this instance datasets to sweep.
+REBALANCE_CHECK_MS = 5_000
 
 
 class ReflexAction(Action):
@@ -63,6 +68,7 @@ class ReflexAction(Action):
         timer: bool = False,
         actors_authenticated: bool = True,
         run_seal_key: bytes | None = None,
+        shards: Shards | None = None,
     ) -> None:
         self.writes = WriteCountingCatalog(catalog)
         self.context = HandlerContext(
@@ -77,6 +83,8 @@ class ReflexAction(Action):
         self.report.start()
         #: one event or slice of a sweep at a time, events first
         self._turns = Turns()
+        #: which datasets this instance sweeps (the group's members split them)
+        self._shards: Shards = shards or EveryDataset()
         self._closing = threading.Event()
         #: the ticks waiting for a sweep (the timer's, or the embedded source's); None: stop
         self._ticks: queue.SimpleQueue[int | None] = queue.SimpleQueue()
@@ -121,6 +129,7 @@ class ReflexAction(Action):
             timer=timer,
             actors_authenticated=authenticated,
             run_seal_key=catalog.run_seal_key(),
+            shards=_shards_of(ctx.event_source),
         )
 
     def act(self, event: EventEnvelope) -> None:
@@ -201,7 +210,8 @@ class ReflexAction(Action):
                     wrote |= self.writes.writes > before
 
         try:
-            counts = on_schedule(self.context, time_ms, interval, turn)
+            owned = self._shards.owned()
+            counts = on_schedule(self.context, time_ms, interval, turn, owned)
         except ReflexError as error:  # logged and reported; the next tick tries again
             with self._turns.slice():
                 self.report.record(SCHEDULE_ROUTE, wrote=wrote, error=error)
@@ -215,10 +225,13 @@ class ReflexAction(Action):
         """The timer beside Kafka: one tick at the start (to catch up), then one at the start
         of each interval slot, until the action closes."""
         interval_ms = (self.context.config.schedule.interval_seconds or 0) * 1000
+        next_slot = 0
         while not self._closing.is_set():
-            self.on_tick(now_ms())
-            wait_ms = interval_ms - now_ms() % interval_ms
-            self._closing.wait(wait_ms / 1000)
+            now = now_ms()
+            if now >= next_slot or self._shards.gained():
+                self.on_tick(now)  # a member that left leaves its datasets to this one
+                next_slot = now - now % interval_ms + interval_ms
+            self._closing.wait(min(next_slot - now_ms(), REBALANCE_CHECK_MS) / 1000)
 
     def get_report(self) -> ReflexReport:
         """What each route saw so far (``ReportingAction.get_report``)."""
@@ -237,6 +250,16 @@ class ReflexAction(Action):
         self.report.end(success=not failed)
         self.report.log()
         self.context.catalog.close()
+
+
+def _shards_of(source: object) -> Shards:
+    """Beside the kafka source, the datasets of the change-log partitions assigned to this
+    member of the consumer group; else (one instance) every dataset."""
+    consumer = getattr(source, "consumer", None)
+    routes = getattr(getattr(source, "source_config", None), "topic_routes", None) or {}
+    if consumer is None or not hasattr(consumer, "assignment"):
+        return EveryDataset()
+    return KafkaShards(consumer, routes.get("mcl", DEFAULT_MCL_TOPIC))
 
 
 def route_name(entity_type: str, aspect_name: str) -> str:

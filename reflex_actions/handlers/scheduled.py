@@ -86,12 +86,14 @@ def on_schedule(
     now_ms: int,
     interval_seconds: int,
     turn: Callable[[], AbstractContextManager[object]] = nullcontext,
+    owns: Callable[[str], bool] = lambda _dataset: True,
 ) -> SweepCounts:
-    """Judge every scheduled control that is due at ``now_ms``, in slices of
-    :data:`SLICE_DATASETS` datasets of one lesson: each slice is one decision, taken within
-    ``turn()`` (the action's: events waiting go before the next slice). A lesson is read anew
-    for each slice, as an event between two slices may have changed it. A dataset judged in
-    this slot already (before a restart, say) is skipped."""
+    """Judge every scheduled control that is due at ``now_ms`` on the datasets this instance
+    ``owns`` (all but where several share the work), in slices of :data:`SLICE_DATASETS`
+    datasets of one lesson: each slice is one decision, taken within ``turn()`` (the
+    action's: events waiting go before the next slice). A lesson is read anew for each slice,
+    as an event between two slices may have changed it. A dataset judged in this slot already
+    (before a restart, or by another instance) is skipped."""
     interval_ms = interval_seconds * 1000
     slot = now_ms - now_ms % interval_ms
     counts = SweepCounts()
@@ -109,6 +111,7 @@ def on_schedule(
                 scope = lesson.published_scope[start : start + SLICE_DATASETS]
                 if not scope:
                     break
+                scope = [dataset for dataset in scope if owns(dataset)]
                 decide_then_apply(
                     ctx, partial(_sweep_lesson, lesson, scope, ctx, now_ms, slot, counts)
                 )
