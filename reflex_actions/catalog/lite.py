@@ -85,15 +85,37 @@ def _actor_in(system_metadata: str | None) -> str | None:
 
 
 class _Lite(SqliteLite):
-    """SqliteLite that closes without rebuilding the whole browse index.
+    """SqliteLite that closes without rebuilding the whole browse index, and writes a batch in
+    one transaction.
 
     ``SqliteLite.close`` calls ``reindex()``, which re-reads every entity: O(store) on every
     close. Reflex's writes keep the edges current incrementally; ``LiteCatalog.reindex`` remains
     for after bulk loads.
     """
 
+    #: while True, a write's commit waits for the end of the batch (``one_transaction``)
+    _deferred = False
+
     def close(self) -> None:
         self._close_connection()
+
+    @contextlib.contextmanager
+    def one_transaction(self) -> Iterator[None]:
+        """Every write in the block commits once, at its end: a batch of aspects costs one
+        commit (an fsync in WAL mode), not one each, and a failure rolls back all of them."""
+        self._deferred = True
+        try:
+            yield
+        except BaseException:
+            self._deferred = False
+            self.sqlite_client.rollback()
+            raise
+        self._deferred = False
+        self.sqlite_client.commit()
+
+    def _commit(self) -> None:
+        if not self._deferred:
+            super()._commit()
 
 
 def _index_values(kind: str, value: dict[str, Any]) -> set[str]:
@@ -308,13 +330,15 @@ class LiteCatalog(Catalog):
             self._write(mcps)
 
     def _write(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
-        for mcp in mcps:
-            try:
-                self._lite.write(mcp)
-            except Exception as error:
-                raise CatalogError(
-                    f"cannot write {mcp.aspectName} on {mcp.entityUrn} to {self.path}: {error}"
-                ) from error
+        """Write the batch as one transaction: all of it, or (on a failure) none of it."""
+        with self._lite.one_transaction():
+            for mcp in mcps:
+                try:
+                    self._lite.write(mcp)
+                except Exception as error:
+                    raise CatalogError(
+                        f"cannot write {mcp.aspectName} on {mcp.entityUrn} to {self.path}: {error}"
+                    ) from error
 
     def set_structured_properties(
         self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str

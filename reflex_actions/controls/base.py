@@ -116,6 +116,13 @@ class Control(BaseModel, ABC):
             return self
         raise ControlSpecError(f"{self.type} controls cannot rename fields")
 
+    def bound_from(self, relation: Relation) -> dict[str, Any]:
+        """The values its queries bind that come from what is known of the relation (its
+        time, its earlier counts, the facts DataHub records), not from its shape: a control
+        compiled once for a shape binds these anew for each relation of that shape (a sweep
+        judges thousands of datasets on one compiled control). The compile binds them too."""
+        return {}
+
     @abstractmethod
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
         """The counts query (rows_scanned, violation_count[, measures]) over ``relation`` and

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,7 +76,7 @@ def rendered(
     with _RENDERED_LOCK:
         found = _RENDERED.get(key)
     if found is not None:
-        return found
+        return _bound_anew(found, control, relation)
     store = _STORE[0]
     digest = store.digest(key, type(control)) if store is not None else ""
     found = store.get(digest) if store is not None else None
@@ -88,7 +88,14 @@ def rendered(
         if len(_RENDERED) >= MAX_RENDERED:
             _RENDERED.clear()
         _RENDERED[key] = found
-    return found
+    return _bound_anew(found, control, relation)
+
+
+def _bound_anew(found: RenderedControl, control: Control, relation: Relation) -> RenderedControl:
+    """A control rendered for the relation's shape, with the values it binds from this
+    relation (``Control.bound_from``)."""
+    bound = control.bound_from(relation)
+    return replace(found, params={**found.params, **bound}) if bound else found
 
 
 def _compiled(
@@ -113,15 +120,19 @@ def _rendered(
 
 
 def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
-    """What a compiled control may depend on: the relation but its bound values."""
-    source = relation.source
+    """What a compiled control may depend on: the relation but its bound values, and of what
+    is known of it (its time, earlier counts, recorded facts) only which parts are known and
+    the recorded columns; the rest a control binds anew (``Control.bound_from``)."""
+    source, recorded = relation.source, relation.recorded
     return (
         source if isinstance(source, str) else source.sql(dialect=dialect),
         tuple(sorted(relation.types.items())),
-        relation.earlier_counts,
+        relation.earlier_counts is not None,
         relation.text_only,
-        relation.as_of_ms,
-        relation.recorded,
+        relation.as_of_ms is not None,
+        None
+        if recorded is None
+        else (recorded.row_count is None, recorded.last_updated_ms is None, recorded.columns),
         relation.row_count_is_free,
         None if relation.reference is None else _shape(relation.reference, dialect),
     )

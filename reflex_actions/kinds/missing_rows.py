@@ -99,24 +99,31 @@ class VolumeControl(Control):
             rule = "absolute bounds only: no earlier counts to judge the drop against"
         return lower, self.max_rows, median, rule
 
-    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
-        """One count (the snapshot's, or the one its profile records, bound: no data read);
-        the bounds are computed from the spec and the earlier counts, and bound. The counts
-        row carries the judgement as its measures (the count, the earlier counts' median, the
-        bounds and the rule that set them): a failing run's sample."""
+    def bound_from(self, relation: Relation) -> dict[str, Any]:
+        """The bounds from the spec and the earlier counts, and the count the profile
+        records."""
         lower, upper, median, rule = self.bounds(relation.earlier_counts)
-        params: dict[str, Any] = {
+        bound: dict[str, Any] = {
             "lower_bound": lower,
             "upper_bound": upper,
             "baseline_median": median,
             "rule": rule,
         }
+        if relation.recorded is not None:
+            bound["recorded_row_count"] = relation.recorded.row_count
+        return bound
+
+    def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
+        """One count (the snapshot's, or the one its profile records, bound: no data read);
+        the bounds are computed from the spec and the earlier counts, and bound. The counts
+        row carries the judgement as its measures (the count, the earlier counts' median, the
+        bounds and the rule that set them): a failing run's sample."""
+        params = self.bound_from(relation)
         if relation.recorded is not None:  # the profile's count: no data read
             if relation.recorded.row_count is None:
                 raise SnapshotNotFoundError(
                     "DataHub records no row count (datasetProfile.rowCount) for this dataset"
                 )
-            params["recorded_row_count"] = relation.recorded.row_count
             row_count: exp.Expression = param("recorded_row_count")
         else:
             row_count = exp.func("count", exp.Star())

@@ -147,14 +147,14 @@ class FreshnessControl(Control):
         such time at all. The time and the last update are bound at run time (the executor
         refuses a run without them)."""
         params: dict[str, Any] = {
-            "as_of_ms": relation.as_of_ms,
             "max_age_seconds": self.max_age_seconds,
             "future_tolerance_seconds": self.future_tolerance_seconds,
+            **self.bound_from(relation),
         }
         as_of = exp.cast(param("as_of_ms"), "BIGINT")
         latest = as_of.copy() + exp.cast(param("future_tolerance_seconds"), "BIGINT") * 1000
         if self.timestamp_field is None:
-            params["last_updated_ms"] = self._recorded_last_update(relation)
+            self._recorded_last_update(relation)  # refused when DataHub records none
             time: exp.Expression = exp.cast(param("last_updated_ms"), "BIGINT")
             newest = exp.Case().when(time <= latest, time.copy())
             ignored = exp.Case().when(time.copy() > latest.copy(), "1").else_("0")
@@ -185,6 +185,15 @@ class FreshnessControl(Control):
             *self._measures,
         ).from_(judged.subquery("judged"))
         return ControlQuery(counts=counts, params=params, sample_is_measures=True)
+
+    def bound_from(self, relation: Relation) -> dict[str, Any]:
+        """The time it is judged as of, and (without ``timestamp_field``) the last update
+        DataHub records."""
+        bound: dict[str, Any] = {"as_of_ms": relation.as_of_ms}
+        if self.timestamp_field is None:
+            recorded = relation.recorded
+            bound["last_updated_ms"] = recorded.last_updated_ms if recorded else None
+        return bound
 
     def _recorded_last_update(self, relation: Relation) -> int | None:
         """The last update DataHub records (bound at run time where the query is shown)."""
