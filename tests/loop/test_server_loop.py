@@ -135,11 +135,17 @@ class ServerDemo(Demo):
         while batch := self.fake.take_change_log():
             for mcl in batch:
                 self.delivered.append(mcl)
+                # one partition: the place in the log is the count of changes before it
+                place = {
+                    "topic": "MetadataChangeLog",
+                    "partition": 0,
+                    "offset": len(self.delivered),
+                }
                 self.action.act(
                     EventEnvelope(
                         METADATA_CHANGE_LOG_EVENT_V1_TYPE,
                         MetadataChangeLogEvent.from_class(mcl),
-                        {},
+                        {"kafka": place},
                     )
                 )
 
