@@ -6,7 +6,9 @@ same file, brought up to date from the versioned rows written since it last look
 right whoever wrote the store (Reflex, the steward CLI, or ``datahub ingest`` with the Lite sink).
 
 Writes from several processes are serialized with a file lock beside the database: Lite computes
-the next version with a read-then-insert that two writers would race on.
+the next version with a read-then-insert that two writers would race on. A command that only
+reads opens the store with ``access="read"``: it creates no store, folder or lock file, and
+brings a stale index up to date in a private copy (temp tables) instead of in the file.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import contextlib
 import fcntl
 import json
 import logging
+import re
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from datahub.emitter.aspect import ASPECT_MAP
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -38,6 +41,7 @@ from datahub.metadata.schema_classes import (
 )
 from datahub.utilities.urns.dataset_urn import DatasetUrn
 
+from reflex_actions.bounded import safe_excerpt
 from reflex_actions.catalog.base import AspectT, Catalog, CatalogError, Written
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import ACTOR_PROPERTY, acting_as, merge_structured_properties
@@ -58,14 +62,23 @@ INDEXED_ASPECTS = {
     UpstreamLineageClass.ASPECT_NAME: "upstream",
 }
 
+#: Reflex's index, created in ``{schema}``: ``main`` (the file), or ``temp`` for a reader's copy.
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS reflex_index ("
+    "CREATE TABLE IF NOT EXISTS {schema}.reflex_index ("
     " kind TEXT NOT NULL, value TEXT NOT NULL, urn TEXT NOT NULL,"
     " PRIMARY KEY (kind, value, urn)) WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS reflex_index_by_urn ON reflex_index (urn, kind)",
-    "CREATE TABLE IF NOT EXISTS reflex_index_state ("
+    "CREATE INDEX IF NOT EXISTS {schema}.reflex_index_by_urn ON reflex_index (urn, kind)",
+    "CREATE TABLE IF NOT EXISTS {schema}.reflex_index_state ("
     " id INTEGER PRIMARY KEY CHECK (id = 1), last_rowid INTEGER NOT NULL)",
 )
+_INDEX_TABLES = ("reflex_index", "reflex_index_state")
+
+#: How a store is opened: ``create`` it if missing (``init``, ``load``, the action), ``write``
+#: to an existing one only (a steward's edit), ``read`` an existing one and write nothing.
+Access = Literal["create", "write", "read"]
+#: A store named by a URL (``http://host``; a path keeps one of its slashes): a server's
+#: address, which no file has. Two letters at least: ``C:/`` is a drive, not a scheme.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 
 if TYPE_CHECKING:
     from datahub.ingestion.graph.client import DataHubGraph
@@ -132,6 +145,62 @@ def _index_values(kind: str, value: dict[str, Any]) -> set[str]:
     return set()
 
 
+class StoreIsUrlError(CatalogError):
+    """The store was named by a URL: a DataHub server, not a Lite file."""
+
+
+def _store_file(path: str | Path) -> Path:
+    """``path`` as the name of a store's file: refused when it is a URL or a folder."""
+    if _URL.match(str(path)):
+        raise StoreIsUrlError(f"{safe_excerpt(str(path))} is a URL, not a DataHub Lite file")
+    store = Path(path)
+    if store.is_dir():
+        raise CatalogError(f"{store} is a folder, not a DataHub Lite file")
+    return store
+
+
+def _sqlite(store: Path, *, isolation_level: str | None) -> sqlite3.Connection:
+    """A connection to the existing SQLite file ``store`` (never creating it), once it has
+    read its schema: a file that is not SQLite is refused here, not at the first query."""
+    if not store.exists():
+        raise CatalogError(f"DataHub Lite store {store} does not exist")
+    try:
+        # mode=rw: a file removed since the check is not created again
+        db = sqlite3.connect(
+            f"{store.resolve().as_uri()}?mode=rw",
+            uri=True,
+            timeout=10,
+            isolation_level=isolation_level,
+            check_same_thread=False,
+        )
+    except sqlite3.Error as error:
+        raise CatalogError(f"cannot open {store}: {error}") from None
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as error:
+        db.close()
+        raise CatalogError(f"cannot read {store} as SQLite: {error}") from None
+    return db
+
+
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    query = "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?"
+    return db.execute(query, [name]).fetchone() is not None
+
+
+def connect_store(path: str | Path, *, isolation_level: str | None = "") -> sqlite3.Connection:
+    """A connection to the DataHub Lite store at ``path``, which must exist: a missing file, a
+    URL, a folder, a file that is not SQLite or a SQLite file that is not a Lite store is
+    refused (CatalogError saying which), and nothing is created. Every command that only reads
+    a store opens it here (``lessons``, ``site``, ``status`` ...)."""
+    store = _store_file(path)
+    db = _sqlite(store, isolation_level=isolation_level)
+    if not _has_table(db, "metadata_aspect_v2"):
+        db.close()
+        raise CatalogError(f"{store} is not a DataHub Lite store (no metadata_aspect_v2)")
+    return db
+
+
 class LiteCatalog(Catalog):
     """Catalog backed by a DataHub Lite SQLite file."""
 
@@ -141,10 +210,25 @@ class LiteCatalog(Catalog):
             raise CatalogError("the embedded store needs `store`: the DataHub Lite file")
         return cls(config.store)
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str | Path, *, access: Access = "create") -> None:
+        """Open the store at ``path`` as ``access`` says; a path that names no store it can
+        open is refused before any file, folder or lock is made."""
+        self.path = _store_file(path)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._lite: _Lite | None = None
+        self._reader = access == "read"
+        self._own_index = False
+        if self._reader:
+            self._db = connect_store(self.path)
+            if not all(_has_table(self._db, table) for table in _INDEX_TABLES):
+                self._private_index()  # a store Reflex never opened (written by ingestion)
+            return
+        if access == "write":
+            connect_store(self.path).close()
+        elif self.path.exists():
+            _sqlite(self.path, isolation_level="").close()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._write_lock():
             self._lite = _Lite(
                 SqliteLiteConfig(
@@ -152,14 +236,36 @@ class LiteCatalog(Catalog):
                     options={"journal_mode": "WAL", "busy_timeout": 10000},
                 )
             )
-            self._db: sqlite3.Connection = self._lite.sqlite_client
-            for statement in _SCHEMA:
-                self._db.execute(statement)
-            self._db.execute("INSERT OR IGNORE INTO reflex_index_state VALUES (1, 0)")
+            self._db = self._lite.sqlite_client
+            self._create_index("main")
+
+    def _create_index(self, schema: str) -> None:
+        for statement in _SCHEMA:
+            self._db.execute(statement.format(schema=schema))
+        self._db.execute(f"INSERT OR IGNORE INTO {schema}.reflex_index_state VALUES (1, 0)")
+        self._db.commit()
+
+    def _private_index(self) -> None:
+        """A reader's own copy of the index, in temp tables (which unqualified names resolve
+        to before the file's), so that bringing it up to date writes nothing to the store."""
+        if self._own_index:
+            return
+        self._create_index("temp")
+        if all(_has_table(self._db, table) for table in _INDEX_TABLES):
+            for table in _INDEX_TABLES:
+                self._db.execute(f"INSERT OR REPLACE INTO temp.{table} SELECT * FROM main.{table}")
             self._db.commit()
+        self._own_index = True
+
+    def _writer(self) -> _Lite:
+        """DataHub Lite's writer, which only a store opened to write has (under the lock)."""
+        assert self._lite is not None
+        return self._lite
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
+        if self._reader:  # a reader takes no lock: it writes nothing
+            raise CatalogError(f"{self.path} was opened to read: nothing may be written to it")
         with open_lock_file(self._lock_path) as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
@@ -281,6 +387,10 @@ class LiteCatalog(Catalog):
         ).fetchone()
         if max_rowid <= last_rowid:
             return
+        if self._reader:  # catch up in its own copy, under no lock
+            self._private_index()
+            self._catch_up()
+            return
         with self._write_lock():
             self._catch_up()
 
@@ -331,10 +441,11 @@ class LiteCatalog(Catalog):
 
     def _write(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
         """Write the batch as one transaction: all of it, or (on a failure) none of it."""
-        with self._lite.one_transaction():
+        writer = self._writer()
+        with writer.one_transaction():
             for mcp in mcps:
                 try:
-                    self._lite.write(mcp)
+                    writer.write(mcp)
                 except Exception as error:
                     raise CatalogError(
                         f"cannot write {mcp.aspectName} on {mcp.entityUrn} to {self.path}: {error}"
@@ -361,7 +472,10 @@ class LiteCatalog(Catalog):
     def reindex(self) -> None:
         """Rebuild DataHub Lite's browse index (for ``datahub lite ls``) after a bulk load."""
         with self._write_lock():
-            self._lite.reindex()
+            self._writer().reindex()
 
     def close(self) -> None:
-        self._lite.close()
+        if self._lite is None:  # a reader's connection
+            self._db.close()
+        else:
+            self._lite.close()

@@ -34,7 +34,7 @@ from reflex_actions.vocabulary import LIFECYCLE, VERSION, display_name, property
 
 @click.command("init")
 @reports_bad_input
-@with_catalog()
+@with_catalog("create")
 def init_command(catalog: Catalog) -> None:
     """Create Reflex's structured properties and the lessons glossary node (idempotent)."""
     mcps = bootstrap_mcps()
@@ -47,7 +47,7 @@ def init_command(catalog: Catalog) -> None:
 @click.command("load")
 @click.argument("metadata_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("create", embedded_only=True)
 def load_command(metadata_file: Path, catalog: Catalog) -> None:
     """Load a metadata file (the MCP JSON `datahub ingest` reads) into the embedded store."""
     try:
@@ -77,7 +77,7 @@ def steward_urn(value: str) -> str:
 @click.option("--note", required=True, help="The resolution note.")
 @click.option("--as", "actor", required=True, help="The steward (user name or urn).")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def resolve_incident_command(incident_urn: str, note: str, actor: str, catalog: Catalog) -> None:
     """Resolve an incident with a note."""
     resolve_incident(catalog, incident_urn, note, steward_urn(actor))
@@ -90,7 +90,7 @@ def resolve_incident_command(incident_urn: str, note: str, actor: str, catalog: 
 @click.argument("values", nargs=-1, required=True)
 @click.option("--as", "actor", required=True, help="The steward (user name or urn).")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def set_property_command(
     entity_urn: str, property_name: str, values: tuple[str, ...], actor: str, catalog: Catalog
 ) -> None:
@@ -168,7 +168,7 @@ def _landed_partition(partition: str) -> str:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the written aspect as JSON.")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def land_command(
     dataset_urn: str,
     snapshot: Path | None,
@@ -215,7 +215,7 @@ def _known_user(catalog: Catalog, name: str) -> str:
 @click.option("--as", "actor", required=True, help="The admin suspending them (name or urn).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def suspend_user_command(user: str, actor: str, as_json: bool, catalog: Catalog) -> None:
     """Suspend a user (they left): the corpUserStatus the DataHub UI writes; Reflex then
     checks the ownership of the covered datasets they owned."""
@@ -310,7 +310,7 @@ def _written(urn: str, property_urn: str, value: str | int, actor: str, as_json:
 @click.option("--as", "actor", required=True, help="The steward (user name or urn).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def retire_command(lesson_urn: str, actor: str, as_json: bool, catalog: Catalog) -> None:
     """Retire a published lesson: the reflex.lifecycle RETIRED the DataHub UI writes; Reflex
     then withdraws its assertions and coverage, and keeps its page and history."""
@@ -328,7 +328,7 @@ def retire_command(lesson_urn: str, actor: str, as_json: bool, catalog: Catalog)
 @click.option("--as", "actor", required=True, help="The steward (user name or urn).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def rollback_command(
     lesson_urn: str, number: int, actor: str, as_json: bool, catalog: Catalog
 ) -> None:

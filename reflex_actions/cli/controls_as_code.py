@@ -311,7 +311,7 @@ def exported_lessons(catalog: Catalog) -> list[tuple[Lesson, ApprovedVersion, st
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the files written as JSON.")
 @reports_bad_input
-@with_catalog()
+@with_catalog("read")
 def export_command(folder: Path, as_json: bool, catalog: Catalog) -> None:
     """Write each published lesson as one reviewable YAML file in FOLDER (created if needed).
 
@@ -357,7 +357,7 @@ def _comparisons(catalog: Catalog, folder: Path) -> list[Comparison]:
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
 @reports_bad_input
-@with_catalog()
+@with_catalog("read")
 def diff_command(folder: Path, as_json: bool, catalog: Catalog) -> None:
     """Show how the lesson files in FOLDER differ from the store's published lessons; exit 1
     if they differ, 0 if not.
@@ -394,7 +394,7 @@ def _proposal(catalog: Catalog, lesson: Lesson, file: LessonFile) -> PropertyVal
 @click.option("--as", "actor", required=True, help="The steward proposing (user name or urn).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was proposed as JSON.")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("write", embedded_only=True)
 def propose_command(folder: Path, actor: str, as_json: bool, catalog: Catalog) -> None:
     """Propose each changed lesson file in FOLDER as its lesson's next version.
 

@@ -112,7 +112,7 @@ def lessons() -> None:
 @lessons.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @reports_bad_input
-@with_catalog()
+@with_catalog("read")
 def list_command(as_json: bool, catalog: Catalog) -> None:
     """List the lessons in the store, one line each."""
     entries = [e for urn in catalog.terms_under(LESSONS_NODE) if (e := _summary(catalog, urn))]
@@ -136,7 +136,7 @@ def _properties(catalog: Catalog, urn: str) -> dict[str, list[str | float]]:
 @click.argument("lesson_urn")
 @click.option("--json", "as_json", is_flag=True, help="Print the page and the lesson as JSON.")
 @reports_bad_input
-@with_catalog()
+@with_catalog("read")
 def show_command(lesson_urn: str, as_json: bool, catalog: Catalog) -> None:
     """Print a lesson's page: its term's name, definition and structured properties."""
     lesson = load_lesson(catalog, lesson_urn)

@@ -194,7 +194,7 @@ def _stale_pages(folder: Folder, written: set[str]) -> list[str]:
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_bad_input
-@with_catalog(embedded_only=True)
+@with_catalog("read", embedded_only=True)
 def site_command(directory: Path, as_json: bool, catalog: LiteCatalog) -> None:
     """Write a static HTML view of the embedded store into DIRECTORY.
 

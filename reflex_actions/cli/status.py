@@ -120,13 +120,13 @@ def _pipeline_status(path: Path) -> tuple[dict[str, Any], str]:
 )
 @click.option(
     "--store",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     help=f"Without -c: the embedded store, with its default offset file "
     f"[default: $REFLEX_STORE or {DEFAULT_STORE}].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the standing as JSON.")
 @reports_bad_input
-def status_command(config_file: Path | None, store: Path | None, as_json: bool) -> None:
+def status_command(config_file: Path | None, store: str | None, as_json: bool) -> None:
     """Show how many events the pipeline has still to deliver; exit 1 unless caught up.
 
     Exit 0 when the pipeline's source has delivered every event of its store (or topics), 1
@@ -137,8 +137,8 @@ def status_command(config_file: Path | None, store: Path | None, as_json: bool) 
     if config_file is not None:
         payload, line = _pipeline_status(config_file)
     else:
-        path = store or Path(os.environ.get("REFLEX_STORE", DEFAULT_STORE))
-        payload, line = _lite_status(LiteChangeFeedConfig(store=str(path)))
+        path = store or os.environ.get("REFLEX_STORE", DEFAULT_STORE)
+        payload, line = _lite_status(LiteChangeFeedConfig(store=path))
     if as_json:
         print_json(payload)
     else:

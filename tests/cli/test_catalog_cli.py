@@ -111,6 +111,7 @@ def test_load_then_steward_actions_record_the_actor(tmp_path: Path) -> None:
 
 def test_bad_inputs_exit_2(tmp_path: Path) -> None:
     store = str(tmp_path / "reflex.db")
+    assert run("init", "--store", store)[0] == 0
     code, output = run(
         "steward",
         "resolve-incident",

@@ -176,9 +176,11 @@ def test_show_refuses_what_is_no_lesson(drafted: Demo, urn: str, message: str) -
 
 
 def test_an_empty_store_lists_no_lessons(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["lessons", "--store", str(tmp_path / "reflex.db")])
+    store = tmp_path / "reflex.db"
+    assert CliRunner().invoke(cli, ["init", "--store", str(store)]).exit_code == 0
+    result = CliRunner().invoke(cli, ["lessons", "--store", str(store)])
     assert result.exit_code == 0 and "no lessons" in result.output
-    result = CliRunner().invoke(cli, ["lessons", "--json", "--store", str(tmp_path / "x.db")])
+    result = CliRunner().invoke(cli, ["lessons", "--json", "--store", str(store)])
     assert json.loads(result.output) == []
 
 

@@ -63,6 +63,8 @@ from datahub_actions.pipeline.pipeline_context import PipelineContext
 from datahub_actions.source.event_source import EventSource
 from pydantic import Field
 
+from reflex_actions.catalog.base import CatalogError
+from reflex_actions.catalog.lite import connect_store
 from reflex_actions.errors import ReflexError
 from reflex_actions.safe_files import open_lock_file
 from reflex_actions.source.schedule_tick import tick_envelope
@@ -346,22 +348,14 @@ def _pid_in(lock: TextIO) -> str:
     return holder if holder.isascii() and holder.isdigit() else ""
 
 
-def _connect(store: Path) -> sqlite3.Connection:
-    if not store.is_file():
-        raise ChangeFeedError(f"DataHub Lite store {store} does not exist")
-    # The pipeline builds the source on one thread and iterates events() on its worker thread.
-    db = sqlite3.connect(store, timeout=10, isolation_level=None, check_same_thread=False)
+def _connect(store: str) -> sqlite3.Connection:
+    """The store, read only (the catalog's refusals of what is no store, as ChangeFeedError)."""
     try:
-        db.execute("PRAGMA query_only = ON")
-        table = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'metadata_aspect_v2'"
-        ).fetchone()
-    except sqlite3.DatabaseError as error:
-        db.close()
-        raise ChangeFeedError(f"cannot read {store} as SQLite: {error}") from None
-    if table is None:
-        db.close()
-        raise ChangeFeedError(f"{store} is not a DataHub Lite store (no metadata_aspect_v2)")
+        # The pipeline builds the source on one thread and iterates events() on its worker thread.
+        db = connect_store(store, isolation_level=None)
+    except CatalogError as error:
+        raise ChangeFeedError(str(error)) from None
+    db.execute("PRAGMA query_only = ON")
     return db
 
 
@@ -441,7 +435,7 @@ def feed_status(config: LiteChangeFeedConfig) -> FeedStatus:
     and takes the offset file's lock only for an instant (see ``_OffsetFileLock.holder``).
     ChangeFeedError where the source itself would refuse to start."""
     offset_file = config.offset_path
-    with closing(_connect(Path(config.store))) as db:
+    with closing(_connect(config.store)) as db:
         db.execute("BEGIN")  # one snapshot of the store for the offset check and the counts
         offsets, _ = _persisted_or_pinned(db, config, offset_file)
         newest_row, behind = db.execute(
@@ -464,7 +458,7 @@ class LiteChangeFeedSource(EventSource):
     def __init__(self, config: LiteChangeFeedConfig) -> None:
         self.config = config
         offset_file = config.offset_path
-        self._db = _connect(Path(config.store))  # first: a wrong store path leaves no files
+        self._db = _connect(config.store)  # first: a wrong store path leaves no files
         with ExitStack() as undo:  # a source that fails to start lets go of what it took
             undo.callback(self._db.close)
             self._lock = _OffsetFileLock(offset_file)
