@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import NamedTuple
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any, NamedTuple
 
 import click
 
@@ -82,8 +84,47 @@ COMMANDS = {
 os.environ.setdefault("DATAHUB_TELEMETRY_ENABLED", "false")
 
 
+#: Longest usage error shown (an argument can be as long as the shell allows).
+MAX_USAGE_ERROR_CHARS = 500
+
+
+class OneLineUsageError(click.UsageError):
+    """A usage error (a missing argument, an option's bad value) said on one line, as every
+    bad input is, not after the command's usage: ``--help`` has that."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        # collapsed and cut here: reflex_actions.bounded imports pydantic, which --help need not
+        message = " ".join(self.format_message().split())[:MAX_USAGE_ERROR_CHARS]
+        click.echo(f"error: {message}", file=file, err=True)
+
+
+@contextmanager
+def _one_line_usage() -> Iterator[None]:
+    try:
+        yield
+    except (OneLineUsageError, click.exceptions.NoArgsIsHelpError):
+        raise  # already one line; or a group given no command, which shows its help
+    except click.UsageError as error:
+        raise OneLineUsageError(error.format_message(), error.ctx) from None
+
+
 class LazyGroup(click.Group):
-    """A command group that imports each subcommand on first use."""
+    """A command group that imports each subcommand on first use, and says each usage error
+    of any of its commands on one line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _one_line_usage():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _one_line_usage():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
