@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -21,6 +22,7 @@ from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.ingestion import landed_operation
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.catalog.validation import steward_assignment
 from reflex_actions.cli.output import print_json, reports_bad_input
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.errors import ReflexError
@@ -29,7 +31,7 @@ from reflex_actions.handlers.ownership import SUSPENDED
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.snapshots import FORMATS_BY_SUFFIX
 from reflex_actions.times import now_ms
-from reflex_actions.vocabulary import LIFECYCLE, VERSION, display_name, property_urn
+from reflex_actions.vocabulary import LIFECYCLE, VERSION, display_name
 
 
 @click.command("init")
@@ -94,10 +96,14 @@ def resolve_incident_command(incident_urn: str, note: str, actor: str, catalog: 
 def set_property_command(
     entity_urn: str, property_name: str, values: tuple[str, ...], actor: str, catalog: Catalog
 ) -> None:
-    """Set a structured property (e.g. reflex.rootCauseStatus CONFIRMED) on an entity."""
-    urn = property_name if property_name.startswith("urn:li:") else property_urn(property_name)
-    catalog.set_structured_properties(entity_urn, {urn: list(values)}, steward_urn(actor))
-    click.echo(f"{urn} = {list(values)} on {entity_urn} by {steward_urn(actor)}")
+    """Set a structured property (e.g. reflex.rootCauseStatus CONFIRMED) on an entity.
+
+    One of Reflex's properties, on a lesson or dataset of the store, with values its definition
+    allows (as DataHub checks them); anything else is refused and nothing is written."""
+    entity_type, urn, typed = steward_assignment(entity_urn, property_name, values)
+    _KNOWN_ENTITY[entity_type](catalog, entity_urn)
+    catalog.set_structured_properties(entity_urn, {urn: typed}, steward_urn(actor))
+    click.echo(f"{urn} = {typed} on {entity_urn} by {steward_urn(actor)}")
 
 
 class StewardInputError(ReflexError):
@@ -294,6 +300,13 @@ def known_lesson(catalog: Catalog, urn: str) -> Lesson:
     if lesson is None:
         raise StewardInputError(f"no lesson {excerpt(urn)} in the store")
     return lesson
+
+
+#: How the store is asked whether it holds an entity of each type Reflex's properties apply to.
+_KNOWN_ENTITY: dict[str, Callable[[Catalog, str], object]] = {
+    "dataset": known_dataset,
+    "glossaryTerm": known_lesson,
+}
 
 
 def _written(urn: str, property_urn: str, value: str | int, actor: str, as_json: bool) -> None:

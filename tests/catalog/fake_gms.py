@@ -5,8 +5,9 @@ shapes GMS answers in (Rest.li JSON for aspects, timeseries values, the OpenAPI 
 result, GraphQL for search), and records every request so tests can check what was asked of the
 server. Writes are as strict as GMS's: each value must fit its aspect's schema, a PATCH is
 applied to the stored value the way GMS applies it (``gms_patch``), structured property values
-are validated against their definitions (``gms_validation``), and a batch with one bad proposal
-is refused whole with HTTP 422. Every write that changes something emits the MetadataChangeLog
+are validated against their definitions (``reflex_actions.catalog.validation``, the check
+Reflex makes of a steward's edit too), and a batch with one bad proposal is refused whole with
+HTTP 422. Every write that changes something emits the MetadataChangeLog
 GMS would (``change_log``): the aspect, its previous value and ``created.actor`` = the
 authenticated principal (a bearer token's, or ``__datahub_system`` without one, as on a
 quickstart with metadata-service auth off). Writes also feed the search documents and the
@@ -41,8 +42,8 @@ from datahub.metadata.schema_classes import (
 from datahub.utilities.urns.error import InvalidUrnError
 from datahub.utilities.urns.urn import Urn, guess_entity_type
 
+from reflex_actions.catalog.validation import structured_property_errors
 from tests.catalog.gms_patch import PatchError, apply_patch
-from tests.catalog.gms_validation import structured_property_errors
 
 #: What ``GET /config`` returns on an OSS quickstart (trimmed to the keys clients read).
 CONFIG: dict[str, Any] = {

@@ -13,6 +13,7 @@ from datahub.emitter.mcp import MetadataChangeProposalWrapper as MCP
 from datahub.ingestion.sink.file import write_metadata_file
 from datahub.metadata.schema_classes import (
     AuditStampClass,
+    DatasetPropertiesClass,
     IncidentInfoClass,
     IncidentStateClass,
     IncidentStatusClass,
@@ -22,7 +23,7 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.cli.main import cli
-from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
+from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL
 
 INCIDENT = "urn:li:incident:cli-test"
 PAYMENTS = make_dataset_urn("snowflake", "finance.payments")
@@ -59,9 +60,13 @@ def test_load_then_steward_actions_record_the_actor(tmp_path: Path) -> None:
         ),
         created=AuditStampClass(0, "urn:li:corpuser:datahub"),
     )
-    write_metadata_file(metadata, [MCP(entityUrn=INCIDENT, aspect=incident)])
+    payments = DatasetPropertiesClass(name="payments")
+    write_metadata_file(
+        metadata,
+        [MCP(entityUrn=INCIDENT, aspect=incident), MCP(entityUrn=PAYMENTS, aspect=payments)],
+    )
     code, output = run("load", str(metadata), "--store", str(store))
-    assert code == 0 and "loaded 1 aspects" in output
+    assert code == 0 and "loaded 2 aspects" in output
 
     code, _ = run(
         "steward",
@@ -79,8 +84,8 @@ def test_load_then_steward_actions_record_the_actor(tmp_path: Path) -> None:
         "steward",
         "set-property",
         PAYMENTS,
-        "reflex.rootCauseStatus",
-        "CONFIRMED",
+        "reflex.ownershipChangeApproval",
+        "PENDING",
         "--as",
         "carol",
         "--store",
@@ -96,7 +101,7 @@ def test_load_then_steward_actions_record_the_actor(tmp_path: Path) -> None:
     properties = catalog.get_aspect(PAYMENTS, StructuredPropertiesClass)
     assert properties is not None
     assert [(p.propertyUrn, p.values) for p in properties.properties] == [
-        (ROOT_CAUSE_STATUS, ["CONFIRMED"])
+        (OWNERSHIP_CHANGE_APPROVAL, ["PENDING"])
     ]
     system_metadata = (
         sqlite3.connect(store)
