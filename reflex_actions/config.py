@@ -11,7 +11,11 @@ from datahub.utilities.urns.dataset_urn import DatasetUrn
 from datahub.utilities.urns.error import InvalidUrnError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from reflex_actions.backtest.engine import DEFAULT_MEMORY_LIMIT, DEFAULT_SAMPLE_SIZE
+from reflex_actions.backtest.engine import (
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_SAMPLE_SIZE,
+    validate_memory_limit,
+)
 from reflex_actions.bounded import safe_excerpt
 from reflex_actions.controls.base import validate_column_name
 from reflex_actions.lessons.llm import LlmConfig
@@ -146,6 +150,11 @@ class ScheduleConfig(_Strict):
 class BacktestConfig(_Strict):
     sample_size: int = Field(default=DEFAULT_SAMPLE_SIZE, ge=0)
     memory_limit: str = DEFAULT_MEMORY_LIMIT
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _a_size(cls, value: str) -> str:
+        return validate_memory_limit(value)
 
 
 class EngineConfig(_Strict):

@@ -119,6 +119,8 @@ class SnapshotFile:
     def from_path(cls, path: str | Path) -> SnapshotFile:
         """A snapshot at ``path``; raises when it is missing or not Parquet/CSV."""
         snapshot_path = Path(path)
+        if snapshot_path.is_dir():  # a folder named like a file: say what it is
+            raise SnapshotUnreadableError(f"{snapshot_path} is a folder, not a snapshot file")
         snapshot_format = FORMATS_BY_SUFFIX.get(snapshot_path.suffix.lower())
         if snapshot_format is None:
             raise SnapshotUnreadableError(

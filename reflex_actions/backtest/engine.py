@@ -11,6 +11,7 @@ each one, so its points are judged in order, one at a time.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time
@@ -42,6 +43,32 @@ from reflex_actions.sql import RecordedFacts
 DEFAULT_SAMPLE_SIZE = 3
 #: DuckDB spills aggregates to disk beyond this, keeping a backtest's memory bounded.
 DEFAULT_MEMORY_LIMIT = "768MB"
+#: A memory limit as DuckDB reads one: a size in decimal or binary units (768MB, 1.5GiB).
+_MEMORY_LIMIT = re.compile(r"\s*(\d{1,12}(?:\.\d{1,6})?)\s*([KMGT])(I?)B\s*", re.IGNORECASE)
+#: Below this DuckDB fails even a small aggregate (it allocates blocks of 256 KiB per thread).
+MIN_MEMORY_LIMIT_BYTES = 64 * 1000**2
+#: Above this (a petabyte) a limit is a typing error, not a machine's memory.
+MAX_MEMORY_LIMIT_BYTES = 1000**5
+
+
+def validate_memory_limit(limit: str) -> str:
+    """``limit`` if it is a memory limit a backtest can run within, as DuckDB reads it (DuckDB
+    itself only fails at connect); a ValueError saying what is wrong otherwise. The one check
+    of ``backtest.memory_limit`` and of ``backtest --memory-limit``."""
+    match = _MEMORY_LIMIT.fullmatch(limit)
+    if match is None:
+        raise ValueError(
+            f"memory limit {limit[:40]!r} is not a size like 768MB or 2GiB "
+            "(units KB, MB, GB, TB or KiB, MiB, GiB, TiB)"
+        )
+    number, unit, binary = match.groups()
+    base = 1024 if binary else 1000
+    size = float(number) * base ** ("KMGT".index(unit.upper()) + 1)
+    if not MIN_MEMORY_LIMIT_BYTES <= size <= MAX_MEMORY_LIMIT_BYTES:
+        raise ValueError(f"memory limit {limit.strip()!r} is not between 64MB and 1000TB")
+    return limit
+
+
 #: Snapshots judged at once: one per core. A snapshot of one row group is scanned by one
 #: thread, so one query at a time leaves cores idle; more than one per core only contends
 #: (bench/RESULTS.md, "Backtest": 2 cores, 365 snapshots, 1-6 workers).

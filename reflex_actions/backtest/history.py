@@ -278,6 +278,8 @@ def _check_kinds(labels: Labels, path: Path) -> None:
 def load_history(folder: str | Path, dataset: str | None = None) -> History:
     """Load a history folder; the dataset name defaults to the folder name."""
     root = Path(folder)
+    if root.exists() and not root.is_dir():
+        raise HistoryError(f"{root} is a file, not a history folder")
     if not root.is_dir():
         raise HistoryError(f"history folder not found: {root}")
     files = sorted(

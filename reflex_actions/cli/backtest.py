@@ -14,12 +14,20 @@ from reflex_actions.backtest.engine import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_SAMPLE_SIZE,
     embedded_engine,
+    validate_memory_limit,
 )
 from reflex_actions.backtest.history import delta_history, iceberg_history, partition_history
 from reflex_actions.bounded import excerpt
-from reflex_actions.cli.output import EXIT_CHECK_FAILED, EXIT_OK, print_json, reports_bad_input
+from reflex_actions.cli.output import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    checked_by,
+    print_json,
+    reports_bad_input,
+)
 from reflex_actions.cli.targets import TargetOptions, table_options
 from reflex_actions.controls import Control, load_control_spec
+from reflex_actions.controls.base import validate_column_name
 from reflex_actions.engines import DEFAULT_ENGINE, open_engine
 from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget
 from reflex_actions.errors import ReflexError
@@ -122,6 +130,7 @@ def _table_history(
 @click.option(
     "--partition-column",
     metavar="COL",
+    callback=checked_by(validate_column_name),
     help="Backtest on --table's partitions: one evaluation per value of COL.",
 )
 @click.option(
@@ -143,7 +152,13 @@ def _table_history(
 @click.option(
     "--sample-size", default=DEFAULT_SAMPLE_SIZE, show_default=True, type=click.IntRange(0)
 )
-@click.option("--memory-limit", default=DEFAULT_MEMORY_LIMIT, show_default=True)
+@click.option(
+    "--memory-limit",
+    default=DEFAULT_MEMORY_LIMIT,
+    show_default=True,
+    callback=checked_by(validate_memory_limit),
+    help="The embedded engine's memory limit (it spills to disk beyond it), e.g. 2GiB.",
+)
 @click.option("--min-precision", type=click.FloatRange(0, 1), help="Exit 1 if precision is lower.")
 @click.option("--min-recall", type=click.FloatRange(0, 1), help="Exit 1 if recall is lower.")
 @reports_bad_input

@@ -138,6 +138,8 @@ def _landed_snapshot(snapshot: Path) -> Path:
         raise StewardInputError(
             f"snapshot {excerpt(str(snapshot))} cannot be read: {error.strerror}"
         ) from None
+    if snapshot.is_dir():
+        raise StewardInputError(f"{excerpt(str(snapshot))} is a folder, not a snapshot file")
     if not is_file:
         raise StewardInputError(f"no snapshot file {excerpt(str(snapshot))}")
     if snapshot.suffix.lower() not in FORMATS_BY_SUFFIX:

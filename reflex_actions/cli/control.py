@@ -13,6 +13,7 @@ from reflex_actions.bounded import excerpt
 from reflex_actions.cli.output import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
+    checked_by,
     free_nothing_at_exit,
     print_json,
     reports_bad_input,
@@ -132,6 +133,7 @@ def _default_parent(control_spec: Control, child: Target) -> ReferenceSnapshot |
 @target_options
 @click.option(
     "--partition-column",
+    callback=checked_by(validate_column_name),
     help="With --partition: judge only the rows of the table (or file) holding that value.",
 )
 @click.option("--partition", help="The partition's value in --partition-column (e.g. a date).")
@@ -220,7 +222,7 @@ def _partition_of(target: Target, column: str | None, value: str | None) -> Targ
         return target
     if not isinstance(target, (TableTarget, FileTarget)):
         raise ReflexError(f"{target.shown[:200]} is read whole: it has no --partition-column")
-    return replace(target, partition_column=validate_column_name(column), partition=value)
+    return replace(target, partition_column=column, partition=value)
 
 
 #: Most earlier counts accepted on the command line.

@@ -150,7 +150,7 @@ def test_a_file_that_is_no_snapshot_format_is_refused(published: Demo, tmp_path:
     folder = tmp_path / "a-folder.parquet"
     folder.mkdir()
 
-    for path, message in ((notes, "unsupported snapshot format"), (folder, "no snapshot file")):
+    for path, message in ((notes, "unsupported snapshot format"), (folder, "is a folder")):
         code, output = land(published, LEDGER, "--snapshot", str(path), "--json")
         assert code == 2
         assert message in json.loads(output)["error"]
