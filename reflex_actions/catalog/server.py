@@ -54,10 +54,25 @@ def _reason(error: Exception) -> str:
         summary = f"HTTP {error.response.status_code} {error.response.reason}"
         with contextlib.suppress(ValueError):
             info = error.response.json()
+    elif isinstance(error, requests.ConnectionError):
+        return _socket_reason(error)
     else:
         return str(error)
     message = info.get("message") if isinstance(info, dict) else None
     return f"{summary}: {message}" if message and message not in summary else summary
+
+
+def _socket_reason(error: BaseException) -> str:
+    """What the socket said (``Connection refused``, a name that does not resolve), not the
+    chain of pools and retries requests wraps it in."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return str(seen.strerror)
+        reason = getattr(seen, "reason", None)  # urllib3's MaxRetryError holds its cause
+        inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = seen.__cause__ or (reason if isinstance(reason, BaseException) else inner)
+    return str(error)
 
 
 def _describe(mcps: Sequence[MetadataChangeProposalWrapper], shown: int = 3) -> str:
@@ -92,10 +107,11 @@ class ServerCatalog(Catalog):
 
     @classmethod
     def from_config(cls, server: str, token: str | None = None) -> ServerCatalog:
-        """Connect to ``server`` (the GMS url), failing now rather than at the first read."""
-        catalog = cls(
-            DataHubGraph(DatahubClientConfig(server=server, token=token)), owns_graph=True
-        )
+        """Connect to ``server`` (the GMS url), failing now rather than at the first read. A
+        command's client: a server that cannot be reached is said once, at once, not after the
+        SDK's retries (four warnings and half a minute)."""
+        config = DatahubClientConfig(server=server, token=token, retry_max_times=0)
+        catalog = cls(DataHubGraph(config), owns_graph=True)
         with catalog._talking("connect"):
             catalog._graph.test_connection()
         return catalog
