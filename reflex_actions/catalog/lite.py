@@ -208,7 +208,7 @@ class LiteCatalog(Catalog):
     def open_for(cls, config: ReflexConfig, graph: DataHubGraph | None) -> LiteCatalog:
         if config.store is None:
             raise CatalogError("the embedded store needs `store`: the DataHub Lite file")
-        return cls(config.store)
+        return cls(config.store, access="write")  # like its change feed, it needs the store
 
     def __init__(self, path: str | Path, *, access: Access = "create") -> None:
         """Open the store at ``path`` as ``access`` says; a path that names no store it can

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -16,8 +17,8 @@ from datahub.metadata.schema_classes import (
 from datahub.utilities.urns.dataset_urn import DatasetUrn
 from datahub.utilities.urns.error import InvalidUrnError
 
-from reflex_actions.bounded import excerpt
-from reflex_actions.catalog.base import Catalog, CatalogError
+from reflex_actions.bounded import excerpt, shorten
+from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.ingestion import landed_operation
 from reflex_actions.catalog.lite import LiteCatalog
@@ -46,23 +47,42 @@ def init_command(catalog: Catalog) -> None:
     )
 
 
-@click.command("load")
-@click.argument("metadata_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@reports_bad_input
-@with_catalog("create", embedded_only=True)
-def load_command(metadata_file: Path, catalog: Catalog) -> None:
-    """Load a metadata file (the MCP JSON `datahub ingest` reads) into the embedded store."""
+class MetadataFile(NamedTuple):
+    path: Path
+    mcps: list[MetadataChangeProposalWrapper]
+
+
+def _metadata_file(ctx: click.Context, param: click.Parameter, path: Path) -> MetadataFile:
+    """The metadata file's MCPs, read before the store is opened (or created): a file that
+    cannot be loaded leaves no new store behind."""
     try:
-        records = list(read_metadata_file(metadata_file))
+        records = list(read_metadata_file(path))
     except Exception as error:
-        raise CatalogError(f"cannot read metadata file {metadata_file}: {error}") from None
+        raise click.BadParameter(
+            f"cannot read metadata file {path}: {shorten(str(error), 200)}", ctx=ctx, param=param
+        ) from None
     mcps = [r for r in records if isinstance(r, MetadataChangeProposalWrapper)]
     if len(mcps) != len(records):
-        raise CatalogError(f"{metadata_file}: only MCPs with full aspects are supported")
-    catalog.emit(mcps)
+        raise click.BadParameter(
+            f"{path}: only MCPs with full aspects are supported", ctx=ctx, param=param
+        )
+    return MetadataFile(path, mcps)
+
+
+@click.command("load")
+@click.argument(
+    "metadata_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    callback=_metadata_file,
+)
+@reports_bad_input
+@with_catalog("create", embedded_only=True)
+def load_command(metadata_file: MetadataFile, catalog: Catalog) -> None:
+    """Load a metadata file (the MCP JSON `datahub ingest` reads) into the embedded store."""
+    catalog.emit(metadata_file.mcps)
     if isinstance(catalog, LiteCatalog):
         catalog.reindex()  # browse paths for `datahub lite ls`, rebuilt once after a bulk load
-    click.echo(f"loaded {len(mcps)} aspects from {metadata_file}")
+    click.echo(f"loaded {len(metadata_file.mcps)} aspects from {metadata_file.path}")
 
 
 @click.group()
