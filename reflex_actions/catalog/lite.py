@@ -188,17 +188,23 @@ def _has_table(db: sqlite3.Connection, name: str) -> bool:
     return db.execute(query, [name]).fetchone() is not None
 
 
+def _lite_store(store: Path, *, isolation_level: str | None, new: bool) -> sqlite3.Connection:
+    """The existing SQLite file ``store`` if it is a DataHub Lite store; or, when ``new``, one
+    with no table yet, to become one (a database of anything else is not Reflex's to add to)."""
+    db = _sqlite(store, isolation_level=isolation_level)
+    is_lite = _has_table(db, "metadata_aspect_v2")
+    if not is_lite and not (new and db.execute("SELECT 1 FROM sqlite_master").fetchone() is None):
+        db.close()
+        raise CatalogError(f"{store} is not a DataHub Lite store (no metadata_aspect_v2)")
+    return db
+
+
 def connect_store(path: str | Path, *, isolation_level: str | None = "") -> sqlite3.Connection:
     """A connection to the DataHub Lite store at ``path``, which must exist: a missing file, a
     URL, a folder, a file that is not SQLite or a SQLite file that is not a Lite store is
     refused (CatalogError saying which), and nothing is created. Every command that only reads
     a store opens it here (``lessons``, ``site``, ``status`` ...)."""
-    store = _store_file(path)
-    db = _sqlite(store, isolation_level=isolation_level)
-    if not _has_table(db, "metadata_aspect_v2"):
-        db.close()
-        raise CatalogError(f"{store} is not a DataHub Lite store (no metadata_aspect_v2)")
-    return db
+    return _lite_store(_store_file(path), isolation_level=isolation_level, new=False)
 
 
 class LiteCatalog(Catalog):
@@ -223,10 +229,8 @@ class LiteCatalog(Catalog):
             if not all(_has_table(self._db, table) for table in _INDEX_TABLES):
                 self._private_index()  # a store Reflex never opened (written by ingestion)
             return
-        if access == "write":
-            connect_store(self.path).close()
-        elif self.path.exists():
-            _sqlite(self.path, isolation_level="").close()
+        if access == "write" or self.path.exists():
+            _lite_store(self.path, isolation_level="", new=access == "create").close()
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._write_lock():

@@ -22,6 +22,7 @@ from datahub.metadata.schema_classes import (
     _Aspect,
 )
 
+from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.base import Catalog, CatalogError
 
 #: systemMetadata property naming the user who made an embedded write.
@@ -48,7 +49,7 @@ def resolved_incident(
     status changes."""
     info = catalog.get_aspect(incident_urn, IncidentInfoClass)
     if info is None:
-        raise CatalogError(f"no incident {incident_urn}")
+        raise CatalogError(f"no incident {excerpt(incident_urn)} in the store")
     info.status = IncidentStatusClass(
         state=IncidentStateClass.RESOLVED,
         stage=info.status.stage,

@@ -128,7 +128,7 @@ def test_bad_inputs_exit_2(tmp_path: Path) -> None:
         "--store",
         store,
     )
-    assert code == 2 and "no incident urn:li:incident:nope" in output
+    assert code == 2 and "no incident 'urn:li:incident:nope' in the store" in output
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")
     code, output = run("load", str(garbage), "--store", store)
