@@ -165,7 +165,8 @@ def _sqlite(store: Path, *, isolation_level: str | None) -> sqlite3.Connection:
     if not store.exists():
         raise CatalogError(f"DataHub Lite store {store} does not exist")
     try:
-        # mode=rw: a file removed since the check is not created again
+        # mode=rw: a file removed since the check is not created again. Any thread may use it:
+        # the change feed is built on one thread and read on the pipeline's worker thread.
         db = sqlite3.connect(
             f"{store.resolve().as_uri()}?mode=rw",
             uri=True,
@@ -192,8 +193,8 @@ def _lite_store(store: Path, *, isolation_level: str | None, new: bool) -> sqlit
     """The existing SQLite file ``store`` if it is a DataHub Lite store; or, when ``new``, one
     with no table yet, to become one (a database of anything else is not Reflex's to add to)."""
     db = _sqlite(store, isolation_level=isolation_level)
-    is_lite = _has_table(db, "metadata_aspect_v2")
-    if not is_lite and not (new and db.execute("SELECT 1 FROM sqlite_master").fetchone() is None):
+    empty = db.execute("SELECT 1 FROM sqlite_master").fetchone() is None
+    if not _has_table(db, "metadata_aspect_v2") and not (new and empty):
         db.close()
         raise CatalogError(f"{store} is not a DataHub Lite store (no metadata_aspect_v2)")
     return db

@@ -351,7 +351,6 @@ def _pid_in(lock: TextIO) -> str:
 def _connect(store: str) -> sqlite3.Connection:
     """The store, read only (the catalog's refusals of what is no store, as ChangeFeedError)."""
     try:
-        # The pipeline builds the source on one thread and iterates events() on its worker thread.
         db = connect_store(store, isolation_level=None)
     except CatalogError as error:
         raise ChangeFeedError(str(error)) from None
