@@ -22,6 +22,8 @@ PROPOSED_OWNER = property_urn("reflex.proposedOwner")
 OWNERSHIP_CHANGE_APPROVAL = property_urn("reflex.ownershipChangeApproval")
 
 LESSONS_NODE = "urn:li:glossaryNode:reflex.lessons"
+#: incidentInfo.customType of the incidents Reflex raises itself (incident B)
+RECURRENCE_TYPE = "REFLEX_RECURRENCE"
 
 
 def display_name(urn: str) -> str:

@@ -375,14 +375,16 @@ def rollback_command(
         raise StewardInputError(f"lesson {lesson_urn} has no approved version to roll back to")
     if lesson.state is LessonState.PENDING_APPROVAL:
         raise StewardInputError(
-            f"version {len(lesson.versions) + 1} of {lesson_urn} is waiting for approval: "
+            f"version {lesson.next_version} of {lesson_urn} is waiting for approval: "
             "approve or reject it before rolling back"
         )
-    if not 1 <= number <= len(lesson.versions):
+    if not 1 <= number <= lesson.version_count:
         raise StewardInputError(
             f"lesson {lesson_urn} has no approved version {excerpt(number)}: choose 1 to "
-            f"{len(lesson.versions)}"
+            f"{lesson.version_count}"
         )
+    if lesson.version(number) is None:
+        raise StewardInputError(f"lesson {lesson_urn}: {lesson.unkept_version(number)}")
     if number == approved.number and lesson.state is LessonState.PUBLISHED:
         raise StewardInputError(f"version {number} of {lesson_urn} is already in force")
     catalog.set_structured_properties(lesson_urn, {VERSION: [number]}, steward_urn(actor))

@@ -289,7 +289,7 @@ def compare(catalog: Catalog, path: Path, file: LessonFile) -> Comparison:
         return Comparison(
             path,
             file.lesson,
-            problem=f"version {len(lesson.versions) + 1} is waiting for approval: approve or "
+            problem=f"version {lesson.next_version} is waiting for approval: approve or "
             "reject it before proposing another",
         )
     return comparison

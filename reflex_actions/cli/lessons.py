@@ -63,9 +63,9 @@ def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
         "state": lesson.state.value,
         "pattern": lesson.failure_pattern,
         "version": lesson.approved.number if lesson.approved else None,
-        "draft": len(lesson.versions) + 1 if lesson.revision else None,
+        "draft": lesson.next_version if lesson.revision else None,
         "scope_size": scope_size(catalog, lesson),
-        "recurrences": len(lesson.recurrences),
+        "recurrences": lesson.recurrence_count,
     }
 
 

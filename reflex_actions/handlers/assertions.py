@@ -42,12 +42,10 @@ from reflex_actions.handlers.own_runs import OwnRuns
 from reflex_actions.lessons.model import Lesson, Recurrence
 from reflex_actions.report.markdown import code, escape
 from reflex_actions.sql import shown_relation, shown_sql
-from reflex_actions.vocabulary import display_name
+from reflex_actions.vocabulary import RECURRENCE_TYPE, display_name
 
 CONTROL_PROPERTY = "reflex.control"
 LESSON_OF_ASSERTION = "reflex.lesson"
-#: incidentInfo.customType of the incidents Reflex raises itself (incident B)
-RECURRENCE_TYPE = "REFLEX_RECURRENCE"
 
 
 def _digest(*parts: str) -> str:
@@ -248,10 +246,7 @@ def record_recurrence(
             created=stamp,
         )
         out.emit(acting_as(actor, incident, info))
-    if not any(r.incident == incident for r in lesson.recurrences):
-        lesson.recurrences.append(
-            Recurrence(
-                incident=incident, dataset=dataset_urn, snapshot=snapshot_id, at=timestamp_ms
-            )
-        )
+    lesson.note_recurrence(
+        Recurrence(incident=incident, dataset=dataset_urn, snapshot=snapshot_id, at=timestamp_ms)
+    )
     return incident

@@ -92,6 +92,14 @@ def _link_resolved_recurrence(
     lesson_urn = (assertion.customProperties or {}).get(LESSON_OF_ASSERTION) if assertion else None
     lesson = ctx.lesson(lesson_urn) if lesson_urn else None
     listed = [r for r in lesson.recurrences if r.incident == change.urn] if lesson else []
+    if lesson is not None and not listed and lesson.older_recurrences:
+        logger.info(
+            "%s was resolved; lesson %s keeps only its latest recurrences, so its resolution "
+            "stays on the incident alone",
+            change.urn,
+            lesson.urn,
+        )
+        return
     if lesson is None or not listed:
         logger.warning(
             "%s was resolved; it is a Reflex recurrence incident but no lesson lists it, so no "

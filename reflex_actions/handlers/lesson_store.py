@@ -7,9 +7,12 @@ already drafted. Workflow state the steward edits lives in structured properties
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import re
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.emitter.serialization_helper import pre_json_transform
 from datahub.metadata.schema_classes import GlossaryTermInfoClass, StructuredPropertiesClass
 from pydantic import ValidationError
 
@@ -24,6 +27,14 @@ LESSON_PROPERTY = "reflex.lesson"
 #: What a lesson term's name starts with; the rest is the lesson's title.
 TITLE_PREFIX = "Lesson: "
 LESSON_PREFIX = "urn:li:glossaryTerm:reflex.lesson."
+#: Most bytes a lesson's term takes (its glossaryTermInfo as JSON: the page and the record):
+#: DataHub's broker caps a message at 5 MB, and every change log of the term carries its
+#: previous value beside the new one.
+MAX_TERM_BYTES = 256 * 1024
+#: The smallest share of its records a term keeps to stay within MAX_TERM_BYTES: one of each.
+MIN_SHARE = 1 / 256
+
+logger = logging.getLogger(__name__)
 
 
 def lesson_urn_for(incident_urn: str) -> str:
@@ -52,7 +63,26 @@ def control_yaml(lesson: Lesson) -> str:
 
 
 def lesson_term_mcp(lesson: Lesson, title: str, actor: str) -> MetadataChangeProposalWrapper:
-    info = GlossaryTermInfoClass(
+    """The lesson's term, its page and its record, within MAX_TERM_BYTES whatever its history:
+    the latest of each record (``Lesson.bounded``), fewer when the term would be larger."""
+    share = 1.0
+    info = _term_info(lesson.bounded(share), title)
+    while (size := term_bytes(info)) > MAX_TERM_BYTES and share > MIN_SHARE:
+        share /= 2
+        info = _term_info(lesson.bounded(share), title)
+    if size > MAX_TERM_BYTES:
+        logger.warning(
+            "lesson %s: its term takes %d bytes, over %d, even with one decision, recurrence "
+            "and version kept: its report or scope is that large",
+            lesson.urn,
+            size,
+            MAX_TERM_BYTES,
+        )
+    return acting_as(actor, lesson.urn, info)
+
+
+def _term_info(lesson: Lesson, title: str) -> GlossaryTermInfoClass:
+    return GlossaryTermInfoClass(
         name=f"{TITLE_PREFIX}{title}"[:200],
         definition=render_definition(lesson, title),
         termSource="INTERNAL",
@@ -62,7 +92,11 @@ def lesson_term_mcp(lesson: Lesson, title: str, actor: str) -> MetadataChangePro
             "reflex.incident": lesson.incident,
         },
     )
-    return acting_as(actor, lesson.urn, info)
+
+
+def term_bytes(info: GlossaryTermInfoClass) -> int:
+    """The term's size as an aspect's JSON, the way DataHub's emitter serialises it."""
+    return len(json.dumps(pre_json_transform(info.to_obj())).encode())
 
 
 def term_title(term: GlossaryTermInfoClass | None) -> str:

@@ -133,7 +133,7 @@ def _rolled_back(lesson: Lesson) -> ApprovedVersion | None:
     revision = lesson.revision
     if revision is None or revision.rollback_of is None:
         return None
-    return lesson.versions[revision.rollback_of - 1]
+    return lesson.version(revision.rollback_of)
 
 
 def _approved_version(
@@ -147,7 +147,7 @@ def _approved_version(
         actor=change.actor or "",
         at=change.time_ms,
         digest=ApprovedVersion.digest_of(control, scope),
-        number=len(lesson.versions) + 1,
+        number=lesson.next_version,
         origin=revision.origin if revision else f"drafted from incident {lesson.incident}",
         rollback_of=revision.rollback_of if revision else None,
         backtest=lesson.backtest,

@@ -184,12 +184,14 @@ def on_rollback(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
         lesson, change, rollback=True
     ):
         return (
-            f"version {len(lesson.versions) + 1} is waiting for approval: approve or reject it "
+            f"version {lesson.next_version} is waiting for approval: approve or reject it "
             "before rolling back"
         )
-    if number is None or not 1 <= number <= len(lesson.versions):
-        return f"reflex.version names no approved version: choose 1 to {len(lesson.versions)}"
-    earlier = lesson.versions[number - 1]
+    if number is None or not 1 <= number <= lesson.version_count:
+        return f"reflex.version names no approved version: choose 1 to {lesson.version_count}"
+    earlier = lesson.version(number)
+    if earlier is None:
+        return lesson.unkept_version(number)
     try:
         parse_control_spec(earlier.control)  # its control type may be gone since
     except ControlSpecError as error:
@@ -214,7 +216,7 @@ def _resume_state(lesson: Lesson) -> Literal["PUBLISHED", "RETIRED"]:
 
 
 def _draft(lesson: Lesson, scope: list[str], change: AspectChange, ctx: HandlerContext) -> None:
-    number = len(lesson.versions) + 1
+    number = lesson.next_version
     origin = lesson.revision.origin if lesson.revision else ""
     detail = f"{origin}; scope: " + ", ".join(display_name(urn) for urn in scope)
     lesson.record_decision(f"version {number} drafted", change.stamp, detail)
@@ -257,7 +259,7 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
 def refuse_draft(lesson: Lesson, change: AspectChange, verb: str, ctx: HandlerContext) -> None:
     """A drafted version is not approved: the lesson goes back to the version in force (or to
     retirement) exactly as it was, and its properties show that version again."""
-    number = len(lesson.versions) + 1
+    number = lesson.next_version
     resume = LessonState(lesson.revision.resume if lesson.revision else "PUBLISHED")
     _drop_draft(lesson)
     move(lesson, resume)

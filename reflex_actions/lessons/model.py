@@ -57,11 +57,23 @@ class EventStamp(BaseModel):
     authenticated: bool = True
 
 
+#: Longest decision detail or recurrence resolution note a lesson's term keeps.
+MAX_KEPT_TEXT = 1000
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= MAX_KEPT_TEXT else text[: MAX_KEPT_TEXT - 1] + "…"
+
+
 class Decision(EventStamp):
     """One human decision (or its refusal) on the lesson, and the event that carried it."""
 
     decision: str
     detail: str = ""
+
+    def shortened(self) -> Decision:
+        """The decision with its detail no longer than ``MAX_KEPT_TEXT``."""
+        return self.model_copy(update={"detail": _shortened(self.detail)})
 
 
 class RecurrenceResolution(BaseModel):
@@ -78,6 +90,13 @@ class Recurrence(BaseModel):
     snapshot: str
     at: int
     resolved: RecurrenceResolution | None = None
+
+    def shortened(self) -> Recurrence:
+        """The recurrence with its resolution note no longer than ``MAX_KEPT_TEXT``."""
+        if self.resolved is None:
+            return self
+        note = _shortened(self.resolved.note)
+        return self.model_copy(update={"resolved": self.resolved.model_copy(update={"note": note})})
 
 
 class OwnershipProposal(BaseModel):
@@ -176,6 +195,18 @@ class BacktestSummary(BaseModel):
     def outcomes_for(self, dataset: str) -> list[SnapshotOutcome]:
         return [o for o in self.outcomes if o.dataset == dataset]
 
+    def latest(self, kept: int) -> BacktestSummary:
+        """The summary with at most ``kept`` outcomes: as many of each dataset's newest (the
+        first datasets only, when there are more datasets than ``kept``)."""
+        if len(self.outcomes) <= kept:
+            return self
+        by_dataset: dict[str, list[SnapshotOutcome]] = {}
+        for outcome in self.outcomes:
+            by_dataset.setdefault(outcome.dataset, []).append(outcome)
+        each = max(1, kept // len(by_dataset))
+        newest = [o for found in list(by_dataset.values())[:kept] for o in found[-each:]]
+        return self.model_copy(update={"outcomes": newest})
+
 
 class Revision(BaseModel):
     """A new version drafted while another is in force (or after retirement): why it was
@@ -209,6 +240,17 @@ class ApprovedVersion(BaseModel):
     report: str = ""
     field_mappings: dict[str, dict[str, str]] = Field(default_factory=dict)
     published_scope: list[str] = Field(default_factory=list)
+    #: as stored: its report, field mappings and backtest are the lesson's own, kept once there
+    kept_on_lesson: bool = False
+
+    def compact(self) -> ApprovedVersion:
+        """What the list of versions keeps of it: what a rollback drafts again (its control
+        and scope), what was approved (its digest) and what the page shows (who, when, the
+        backtest's figures); the version in force keeps the rest as ``Lesson.approved``."""
+        figures = self.backtest.model_copy(update={"outcomes": []}) if self.backtest else None
+        return self.model_copy(
+            update={"backtest": figures, "report": "", "field_mappings": {}, "published_scope": []}
+        )
 
     @staticmethod
     def digest_of(control: dict[str, Any], scope: list[str]) -> str:
@@ -217,6 +259,17 @@ class ApprovedVersion(BaseModel):
             {"control": control, "scope": sorted(set(scope))}, sort_keys=True, default=str
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+#: The latest of each record a lesson's term keeps (:meth:`Lesson.bounded`); the older ones
+#: are counted, and an older recurrence stays an incident B in DataHub. Stored and on the page,
+#: a decision takes about 0.6 KB, a recurrence 0.5 KB, a version 1.5 KB (with a scope of a few
+#: datasets).
+KEPT_DECISIONS = 50
+KEPT_RECURRENCES = 100
+KEPT_VERSIONS = 20
+#: Backtest outcomes a lesson's term keeps for its timelines, in all (about 0.5 KB each).
+KEPT_OUTCOMES = 240
 
 
 class Lesson(BaseModel):
@@ -238,8 +291,13 @@ class Lesson(BaseModel):
     validation_error: str | None = None
     #: why Reflex could not go on, while the lesson is in ERROR
     error: str | None = None
-    #: every human decision and refusal, oldest first
+    #: every human decision and refusal, oldest first (the term keeps the latest)
     decisions: list[Decision] = Field(default_factory=list)
+    #: how many older decisions the term no longer keeps
+    older_decisions: int = 0
+    #: stream of the event log -> the latest place in it of a decision the term no longer
+    #: keeps: an event there or before made its decisions already
+    older_decisions_through: dict[str, int] = Field(default_factory=dict)
     #: which users' departure caused an ownership incident
     departed_users: list[str] = Field(default_factory=list)
     #: the source's snapshots the control's parameters were learned from, and those held out
@@ -256,8 +314,10 @@ class Lesson(BaseModel):
     published_scope: list[str] = Field(default_factory=list)
     #: scoped datasets it could not be published on, each with the reason
     publish_skipped: list[str] = Field(default_factory=list)
-    #: incidents B this lesson's controls raised
+    #: incidents B this lesson's controls raised, oldest first (the term keeps the latest)
     recurrences: list[Recurrence] = Field(default_factory=list)
+    #: how many older recurrences the term no longer keeps (they stay incidents B in DataHub)
+    older_recurrences: int = 0
     #: dataset urn -> the owner change waiting for approval there
     ownership_proposals: dict[str, OwnershipProposal] = Field(default_factory=dict)
     #: gate property urn -> the value Reflex last set or accepted; a refused edit goes back to it
@@ -267,7 +327,8 @@ class Lesson(BaseModel):
     approval_open: bool = False
     #: exactly what the version in force (or, once retired, the last) was approved on
     approved: ApprovedVersion | None = None
-    #: every approved version, oldest first (the last is ``approved``)
+    #: every approved version, oldest first (the last is ``approved``); the term keeps the
+    #: latest, each compact, and the one a waiting rollback drafts again
     versions: list[ApprovedVersion] = Field(default_factory=list)
     #: the draft waiting for approval while ``approved`` stays in force, if there is one
     revision: Revision | None = None
@@ -290,6 +351,120 @@ class Lesson(BaseModel):
                 self.in_force_since = self.approved.at
         return self
 
+    @model_validator(mode="after")
+    def _approved_as_stored(self) -> Lesson:
+        """The version in force stored its report, mappings and backtest once, as the lesson's."""
+        if self.approved is not None and self.approved.kept_on_lesson:
+            self.approved = self.approved.model_copy(
+                update={
+                    "report": self.report,
+                    "field_mappings": self.field_mappings,
+                    "backtest": self.backtest,
+                    "kept_on_lesson": False,
+                }
+            )
+        return self
+
+    @property
+    def decision_count(self) -> int:
+        """Every decision recorded on the lesson, kept on its term or not."""
+        return self.older_decisions + len(self.decisions)
+
+    @property
+    def recurrence_count(self) -> int:
+        """Every incident B the lesson's controls raised, kept on its term or not."""
+        return self.older_recurrences + len(self.recurrences)
+
+    @property
+    def version_count(self) -> int:
+        """How many versions were approved: they are numbered from 1, the latest is kept."""
+        return self.versions[-1].number if self.versions else 0
+
+    @property
+    def next_version(self) -> int:
+        return self.version_count + 1
+
+    def version(self, number: int) -> ApprovedVersion | None:
+        """Approved version ``number``, if the lesson keeps it."""
+        return next((v for v in self.versions if v.number == number), None)
+
+    def unkept_version(self, number: int) -> str:
+        """Why approved version ``number``, which the lesson no longer keeps, cannot be drafted
+        again."""
+        runs: list[list[int]] = []
+        for kept in (v.number for v in self.versions):
+            if runs and kept == runs[-1][-1] + 1:
+                runs[-1].append(kept)
+            else:
+                runs.append([kept])
+        shown = ", ".join(f"{r[0]} to {r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+        return (
+            f"version {number} is older than the versions this lesson keeps ({shown}): its "
+            "control and scope are no longer on record; roll back to a kept one, or edit "
+            "reflex.controlSpec and reflex.scope to draft a new version"
+        )
+
+    def bounded(self, share: float = 1.0) -> Lesson:
+        """The lesson as its term keeps it, whatever its history: the latest ``share`` of each
+        record (``KEPT_DECISIONS``, ``KEPT_RECURRENCES``, ``KEPT_VERSIONS``, ``KEPT_OUTCOMES``),
+        the older decisions and recurrences counted, long notes shortened, every version
+        compact, and the version in force's report, mappings and backtest stored once when
+        they are the lesson's own. What decides stays: ``judged``, the gate values, where in
+        the log the decisions no longer kept were (their redelivery is still known), the
+        version in force and the one a waiting rollback returns to."""
+
+        def window(kept: int) -> int:
+            return max(1, round(kept * share))
+
+        decisions = self.decisions[-window(KEPT_DECISIONS) :]
+        unkept = self.decisions[: len(self.decisions) - len(decisions)]
+        recurrences = self.recurrences[-window(KEPT_RECURRENCES) :]
+        unkept_recurrences = len(self.recurrences) - len(recurrences)
+        outcomes = window(KEPT_OUTCOMES)
+        return self.model_copy(
+            update={
+                "decisions": [d.shortened() for d in decisions],
+                "older_decisions": self.older_decisions + len(unkept),
+                "older_decisions_through": self._decided_through(unkept),
+                "recurrences": [r.shortened() for r in recurrences],
+                "older_recurrences": self.older_recurrences + unkept_recurrences,
+                "versions": self._kept_versions(window(KEPT_VERSIONS)),
+                "backtest": self.backtest.latest(outcomes) if self.backtest else None,
+                "approved": self._approved_as_kept(outcomes),
+            }
+        )
+
+    def _decided_through(self, unkept: list[Decision]) -> dict[str, int]:
+        """``older_decisions_through`` once these decisions are no longer kept either."""
+        through = dict(self.older_decisions_through)
+        for position in (d.position for d in unkept if d.position is not None):
+            through[position.stream] = max(position.offset, through.get(position.stream, -1))
+        return through
+
+    def _kept_versions(self, latest: int) -> list[ApprovedVersion]:
+        """The ``latest`` versions and the one a waiting rollback returns to, compact."""
+        kept = {v.number for v in self.versions[-latest:]}
+        if self.revision is not None and self.revision.rollback_of is not None:
+            kept.add(self.revision.rollback_of)
+        return [v.compact() for v in self.versions if v.number in kept]
+
+    def _approved_as_kept(self, outcomes: int) -> ApprovedVersion | None:
+        """The version in force as stored: its report, mappings and backtest left to the
+        lesson when they are the lesson's own (no draft waits), else its own ``outcomes``."""
+        approved = self.approved
+        if approved is None:
+            return None
+        if (approved.report, approved.field_mappings, approved.backtest) == (
+            self.report,
+            self.field_mappings,
+            self.backtest,
+        ):
+            empty = {"report": "", "field_mappings": {}, "backtest": None}
+            return approved.model_copy(update={**empty, "kept_on_lesson": True})
+        if approved.backtest is None:
+            return approved
+        return approved.model_copy(update={"backtest": approved.backtest.latest(outcomes)})
+
     @property
     def in_force(self) -> bool:
         """Whether an approved version runs now: published, or beside a draft waiting for
@@ -305,10 +480,21 @@ class Lesson(BaseModel):
 
     def record_decision(self, decision: str, event: EventStamp, detail: str = "") -> bool:
         """Add a decision to the lesson's record unless this very one (same decision and
-        actor, from the same event: its log position, else its time) is there already; True
-        when it was added."""
+        actor, from the same event: its log position, else its time) is there already, or the
+        event is no later in the log than a decision no longer kept; True when it was added."""
         key = (decision, event.actor, event.position or event.at)
         if any((d.decision, d.actor, d.position or d.at) == key for d in self.decisions):
             return False
+        position = event.position
+        if position and position.offset <= self.older_decisions_through.get(position.stream, -1):
+            return False
         self.decisions.append(Decision(decision=decision, detail=detail, **dict(event)))
+        return True
+
+    def note_recurrence(self, recurrence: Recurrence) -> bool:
+        """Add an incident B to the lesson's record unless it is there already; True when it
+        was added. (One older than those kept is never judged again: its run marks it judged.)"""
+        if any(r.incident == recurrence.incident for r in self.recurrences):
+            return False
+        self.recurrences.append(recurrence)
         return True

@@ -30,7 +30,7 @@ from reflex_actions.report.backtest import ratio_text
 from reflex_actions.report.markdown import code, code_block, code_cell, escape
 from reflex_actions.similarity import Resolution
 from reflex_actions.times import iso
-from reflex_actions.vocabulary import display_name
+from reflex_actions.vocabulary import RECURRENCE_TYPE, display_name
 
 
 def render_definition(lesson: Lesson, title: str) -> str:
@@ -104,9 +104,23 @@ def render_definition(lesson: Lesson, title: str) -> str:
         lines += ["", *versions_section(lesson)]
     if lesson.recurrences:
         lines += ["", "#### Recurrences caught"]
+        if lesson.older_recurrences:
+            lines += [
+                f"{lesson.recurrence_count:,} in all; the latest {len(lesson.recurrences):,} "
+                "are below. Every one is an incident B in DataHub on the dataset it was caught "
+                f"on (its Incidents tab), of type {code(RECURRENCE_TYPE)}, raised by this "
+                f"lesson's assertion there; its description names {code(lesson.urn)}.",
+                "",
+            ]
         lines += [_recurrence_line(r) for r in lesson.recurrences]
     if lesson.decisions:
         lines += ["", "#### Decisions"]
+        if lesson.older_decisions:
+            lines += [
+                f"{lesson.decision_count:,} in all; the latest {len(lesson.decisions):,} are "
+                "below (the older ones are counted, no longer kept).",
+                "",
+            ]
         lines += [_decision_line(d) for d in lesson.decisions]
     return "\n".join(lines) + "\n"
 
@@ -123,7 +137,7 @@ def _lifecycle_banner(lesson: Lesson) -> list[str]:
             "",
         ]
     if lesson.revision is not None and lesson.state is LessonState.PENDING_APPROVAL:
-        draft = len(lesson.versions) + 1
+        draft = lesson.next_version
         running = (
             f"version {in_force} stays in force until then"
             if lesson.published_scope
@@ -138,11 +152,17 @@ def _lifecycle_banner(lesson: Lesson) -> list[str]:
 
 
 def versions_section(lesson: Lesson) -> list[str]:
-    """Every approved version: what it ran, where, on what evidence, approved by whom."""
+    """The approved versions the lesson keeps: what each ran, where, on what evidence, approved
+    by whom."""
     in_force = lesson.approved.number if lesson.approved and lesson.published_scope else None
-    lines = [
-        "#### Versions",
-        "",
+    lines = ["#### Versions", ""]
+    if len(lesson.versions) < lesson.version_count:
+        lines += [
+            f"{lesson.version_count:,} in all; those below are kept, with their control and "
+            "scope: `reflex.version` rolls back to one of them, not to an older one.",
+            "",
+        ]
+    lines += [
         "| version | approved by | at | how it came about | control | scope | backtest | digest |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]

@@ -172,7 +172,7 @@ def render_index(lessons: list[LessonRecord], datasets: list[DatasetRecord]) -> 
                 html.escape(lesson.state.value),
                 html.escape(lesson.failure_pattern),
                 str(len(lesson.published_scope)),
-                str(len(lesson.recurrences)),
+                str(lesson.recurrence_count),
             ]
         )
     lesson_table = (

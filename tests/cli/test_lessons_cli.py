@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
+from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.cli.main import cli
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import PAYMENTS_INCIDENT
@@ -22,9 +23,11 @@ from reflex_actions.handlers.lesson_store import (
     lesson_urn_for,
 )
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
+from reflex_actions.lessons.model import KEPT_RECURRENCES, Recurrence
 from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.vocabulary import LESSONS_NODE, SCOPE
 from tests.conftest import write_snapshot
+from tests.handlers import builders
 from tests.loop.store import latest, property_values, store_of
 
 PAYMENTS_LESSON = lesson_urn_for(PAYMENTS_INCIDENT)
@@ -173,6 +176,27 @@ def test_show_refuses_what_is_no_lesson(drafted: Demo, urn: str, message: str) -
     assert code == 2
     assert message in json.loads(output)["error"]
     assert len(output) < 400
+
+
+def test_the_listing_counts_every_recurrence_not_only_those_the_term_keeps(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "reflex.db"
+    kept = [
+        Recurrence(
+            incident=f"urn:li:incident:reflex-{n}", dataset=builders.PAYMENTS, snapshot="s", at=n
+        )
+        for n in range(KEPT_RECURRENCES)
+    ]
+    caught = builders.lesson(recurrences=kept, older_recurrences=10_000 - KEPT_RECURRENCES)
+    catalog = LiteCatalog(store)
+    catalog.emit([lesson_term_mcp(caught, "t", builders.REFLEX)])
+    catalog.close()
+
+    result = CliRunner().invoke(cli, ["lessons", "--json", "--store", str(store)])
+
+    assert result.exit_code == 0, result.output
+    assert [entry["recurrences"] for entry in json.loads(result.output)] == [10_000]
 
 
 def test_an_empty_store_lists_no_lessons(tmp_path: Path) -> None:

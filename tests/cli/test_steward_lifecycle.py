@@ -4,16 +4,20 @@ DataHub UI writes on a lesson term, checked first, which the running pipeline th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from datahub.metadata.schema_classes import StructuredPropertiesClass
 
+from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.cli.catalog import steward
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.run import STEWARD, Demo
-from reflex_actions.lessons.model import LessonState
+from reflex_actions.handlers.lesson_store import lesson_term_mcp
+from reflex_actions.lessons.model import KEPT_VERSIONS, LessonState
 from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, LIFECYCLE, VERSION
+from tests.handlers.builders import LESSON, REFLEX, published_versions
 from tests.loop.store import history, property_values, store_of, stored_lesson
 from tests.stages import PAYMENTS_LESSON
 
@@ -162,6 +166,20 @@ def test_rollback_to_a_version_that_is_not_an_earlier_one_is_refused(
 
     assert code == 2 and message in output
     assert _writes(two_versions) == before
+
+
+def test_rollback_to_a_version_the_lesson_no_longer_keeps_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "reflex.db"
+    catalog = LiteCatalog(store)
+    catalog.emit([lesson_term_mcp(published_versions(KEPT_VERSIONS + 10), "t", REFLEX)])
+    catalog.close()
+
+    code, output = run("rollback", LESSON, "--to", "5", "--as", STEWARD, "--store", str(store))
+
+    assert code == 2 and len(output) < 400
+    kept = f"(11 to {KEPT_VERSIONS + 10})"
+    assert f"version 5 is older than the versions this lesson keeps {kept}" in output
+    assert history(store, LESSON, StructuredPropertiesClass) == []
 
 
 def test_rollback_while_a_version_waits_for_approval_is_refused(published: Demo) -> None:

@@ -23,6 +23,7 @@ from datahub.metadata.schema_classes import (
     _Aspect,
 )
 
+from reflex_actions.backtest.metrics import Scores, SnapshotOutcome
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.config import ReflexConfig
 from reflex_actions.controls import parse_control_spec
@@ -34,6 +35,7 @@ from reflex_actions.handlers.lesson_store import lesson_term_mcp
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.lessons.model import (
     ApprovedVersion,
+    BacktestSummary,
     Lesson,
     LessonState,
     LogPosition,
@@ -246,3 +248,62 @@ def written(ctx: HandlerContext, aspect: type[_Written]) -> list[_Written]:
         for mcp in getattr(directive, "mcps", [])
         if isinstance(mcp.aspect, aspect)
     ]
+
+
+def timelines(*datasets: str, snapshots: int) -> BacktestSummary:
+    """A backtest of ``snapshots`` clean snapshots on each dataset."""
+    outcomes = [
+        SnapshotOutcome(
+            dataset=dataset,
+            snapshot_id=f"s{n:04d}",
+            path=f"{dataset}/s{n:04d}.parquet",
+            labelled_failure=False,
+            evaluable=True,
+            flagged=False,
+            violation_count=0,
+            verdict="true_negative",
+        )
+        for dataset in datasets
+        for n in range(snapshots)
+    ]
+    scores = Scores(**Scores.compute(outcomes, len(datasets), len(datasets)))
+    return BacktestSummary(scope=scores, overall=scores, outcomes=outcomes)
+
+
+def approved_version(number: int, **changes: object) -> ApprovedVersion:
+    """Version ``number`` as on_approved makes it: approved on PAYMENTS, backtested."""
+    fields: dict[str, object] = {
+        "control": CONTROL,
+        "scope": [PAYMENTS],
+        "actor": STEWARD,
+        "at": number,
+        "digest": ApprovedVersion.digest_of(CONTROL, [PAYMENTS]),
+        "number": number,
+        "origin": f"edited by {STEWARD}",
+        "backtest": timelines("finance.payments", snapshots=30),
+        "report": f"#### Report of version {number}",
+        "field_mappings": {LEDGER: {"transaction_id": "txn_id"}},
+        "published_scope": [PAYMENTS],
+        **changes,
+    }
+    return ApprovedVersion.model_validate(fields)
+
+
+def published_versions(count: int, **changes: object) -> Lesson:
+    """A lesson published ``count`` times, the last in force, as publishing leaves it."""
+    history = [approved_version(n) for n in range(1, count + 1)]
+    approved = history[-1] if history else None
+    fields: dict[str, object] = {
+        "state": LessonState.PUBLISHED,
+        "gate_values": {ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
+        "approval_open": True,
+        "published_scope": [PAYMENTS],
+        "versions": history,
+        "approved": approved,
+        "report": approved.report if approved else "",
+        "backtest": approved.backtest if approved else None,
+        "field_mappings": approved.field_mappings if approved else {},
+        "in_force_since": 1,
+        **changes,
+    }
+    return lesson(**fields)

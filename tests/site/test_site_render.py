@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reflex_actions.lessons.model import KEPT_RECURRENCES, Recurrence
 from reflex_actions.report.site import (
     INDEX,
     ControlRecord,
@@ -121,6 +122,18 @@ def test_the_index_links_each_lesson_and_lists_an_unreadable_one_with_its_error(
     assert "UNREADABLE" in index.shown() and "malformed <b>x</b>" in index.shown()
     assert not index.named("b")
     assert not [path for path in pages if "broken" in path]
+
+
+def test_the_index_counts_every_recurrence_not_only_those_the_term_keeps() -> None:
+    kept = [
+        Recurrence(incident=f"urn:li:incident:reflex-{n}", dataset=PAYMENTS, snapshot="s", at=n)
+        for n in range(KEPT_RECURRENCES)
+    ]
+    caught = published(recurrences=kept, older_recurrences=10_000 - KEPT_RECURRENCES)
+
+    index = Markup(render_site([record(caught)], [])[INDEX])
+
+    assert "10000" in index.text  # the recurrences cell
 
 
 def covered(incident_title: str = "Recurrence on finance.payments") -> DatasetRecord:
