@@ -468,7 +468,8 @@ DATAHUB_CLI = Path(sys.executable).parent / "datahub"
 
 def hermetic_env() -> dict[str, str]:
     """The environment for ``datahub actions``: no telemetry, no model price download, no
-    Kafka overrides or GMS address inherited from the caller."""
+    Kafka overrides or GMS address inherited from the caller, and this checkout's Reflex (not
+    whichever one the environment has installed)."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -480,6 +481,7 @@ def hermetic_env() -> dict[str, str]:
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         PYTHONUNBUFFERED="1",
         NO_PROXY=LOOPBACK,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     )
     return env
 
