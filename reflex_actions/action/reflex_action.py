@@ -52,8 +52,9 @@ ROUTES: dict[tuple[str, str], Handler] = {
 SCHEDULE_ROUTE = "schedule/tick"
 #: DataHub's versioned change-log topic, when the kafka source's routes do not name it
 DEFAULT_MCL_TOPIC = "MetadataChangeLog_Versioned_v1"
-#: How often the timer looks whether a rebalance gave this instance datasets to sweep.
-REBALANCE_CHECK_MS = 5_000
+#: How often the timer looks whether a rebalance gave this instance datasets to sweep (a look
+#: reads what the consumer's rebalance callbacks noted: it costs nothing).
+REBALANCE_CHECK_MS = 1_000
 
 
 class ReflexAction(Action):
@@ -254,12 +255,15 @@ class ReflexAction(Action):
 
 def _shards_of(source: object) -> Shards:
     """Beside the kafka source, the datasets of the change-log partitions assigned to this
-    member of the consumer group; else (one instance) every dataset."""
+    member of the consumer group (told by its consumer, which subscribes once the pipeline
+    runs); else (one instance) every dataset."""
     consumer = getattr(source, "consumer", None)
     routes = getattr(getattr(source, "source_config", None), "topic_routes", None) or {}
-    if consumer is None or not hasattr(consumer, "assignment"):
+    if consumer is None or not hasattr(consumer, "subscribe"):
         return EveryDataset()
-    return KafkaShards(consumer, routes.get("mcl", DEFAULT_MCL_TOPIC))
+    shards = KafkaShards(routes.get("mcl", DEFAULT_MCL_TOPIC))
+    shards.listen(consumer)
+    return shards
 
 
 def route_name(entity_type: str, aspect_name: str) -> str:
