@@ -84,13 +84,14 @@ def bridge(
 def make_actions(
     demo: DemoFolder, broker: TansuBroker, registry: GmsSchemaRegistry
 ) -> Iterator[Callable[..., ActionsProcess]]:
-    """Build (not start) ``datahub actions -c`` on a config derived from reflex.yaml; every
-    process built is stopped at teardown."""
+    """Build (not start) ``datahub actions -c`` on a config derived from reflex.yaml (its own
+    pipeline name, i.e. consumer group, unless given one); every process built is stopped at
+    teardown."""
     built: list[ActionsProcess] = []
 
-    def make(**overrides: object) -> ActionsProcess:
+    def make(name: str | None = None, debug: bool = False, **overrides: object) -> ActionsProcess:
         config = reflex_kafka_config(
-            name=f"reflex-kafka-test-{uuid.uuid4().hex[:8]}",
+            name=name or f"reflex-kafka-test-{uuid.uuid4().hex[:8]}",
             bootstrap=broker.bootstrap,
             registry_url=registry.url,
             store=demo.store,
@@ -103,7 +104,7 @@ def make_actions(
             **overrides,  # type: ignore[arg-type]
         )
         path = write_config(config, demo.root / f"reflex-kafka-{len(built)}.yaml")
-        process = ActionsProcess(path, demo.root / f"actions-{len(built)}.log")
+        process = ActionsProcess(path, demo.root / f"actions-{len(built)}.log", debug)
         built.append(process)
         return process
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -137,11 +137,12 @@ def tansu_binary() -> Path:
 
 class TansuBroker:
     """A tansu broker with in-memory storage on a loopback port; topics created as DataHub's
-    kafka-setup job does (one partition each)."""
+    kafka-setup job does (``partitions`` each: its PARTITIONS setting, 1 by default)."""
 
-    def __init__(self, log_path: Path, port: int | None = None) -> None:
+    def __init__(self, log_path: Path, port: int | None = None, partitions: int = 1) -> None:
         self.port = port or free_port()
         self.log_path = log_path
+        self.partitions = partitions
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -177,7 +178,7 @@ class TansuBroker:
             context=self.log_tail,
         )
         if topics:
-            self.create_topics(topics)
+            self.create_topics(topics, self.partitions)
 
     def _accepts(self) -> bool:
         assert self.process is not None
@@ -342,7 +343,8 @@ def mcl_to_avro_dict(mcl: MetadataChangeLogClass, _: SerializationContext) -> di
 
 
 def mcl_producer(bootstrap: str, registry_url: str, **config: Any) -> SerializingProducer:
-    """A producer writing MCLs as GMS does: key = entity urn, value = Confluent-framed Avro
+    """A producer writing MCLs as GMS does: key = entity urn, on the partition the Java
+    client's default partitioner picks (murmur2 of the key), value = Confluent-framed Avro
     with DataHub's MCL schema (the registry returns the topic's fixed id)."""
     registry = SchemaRegistryClient({"url": registry_url})
     return SerializingProducer(
@@ -353,6 +355,7 @@ def mcl_producer(bootstrap: str, registry_url: str, **config: Any) -> Serializin
                 registry, avsc("MetadataChangeLog.avsc"), mcl_to_avro_dict
             ),
             "linger.ms": 5,
+            "partitioner": "murmur2_random",  # librdkafka's name for the Java client's default
             "logger": LIBRDKAFKA_LOG,
             **config,
         }
@@ -389,6 +392,8 @@ class GmsMclBridge:
         self._pending = 0  # produced, not yet reported
         self.delivered: Counter[str] = Counter()  # topic -> messages the broker acknowledged
         self.sent: list[tuple[str, str, str]] = []  # (topic, entity urn, aspect) acknowledged
+        #: entity urn -> the partitions its messages landed on (GMS keeps an entity on one)
+        self.partitions: defaultdict[str, set[int]] = defaultdict(set)
         self.errors: list[str] = []
         self.failure: BaseException | None = None
         self._db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, check_same_thread=False)
@@ -432,6 +437,7 @@ class GmsMclBridge:
             self.delivered[msg.topic()] += 1
             mcl = envelope.event
             self.sent.append((msg.topic(), mcl.entityUrn, mcl.aspectName))  # type: ignore[attr-defined]
+            self.partitions[mcl.entityUrn].add(msg.partition())  # type: ignore[attr-defined]
         self._source.ack(envelope)
 
     def _poll(self) -> None:
@@ -487,11 +493,14 @@ def hermetic_env() -> dict[str, str]:
 
 
 class ActionsProcess:
-    """``datahub actions -c <config>`` in its own process group, output appended to a log."""
+    """``datahub actions -c <config>`` in its own process group, output appended to a log;
+    with ``debug``, ``datahub --debug``: the only way Reflex's INFO lines (its progress) are
+    logged at all."""
 
-    def __init__(self, config_path: Path, log_path: Path) -> None:
+    def __init__(self, config_path: Path, log_path: Path, debug: bool = False) -> None:
         self.config_path = config_path
         self.log_path = log_path
+        self.debug = debug
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -502,7 +511,13 @@ class ActionsProcess:
             log.write(f"\n===== start #{self.starts} =====\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [str(DATAHUB_CLI), "actions", "-c", str(self.config_path)],
+                [
+                    str(DATAHUB_CLI),
+                    *(["--debug"] if self.debug else []),
+                    "actions",
+                    "-c",
+                    str(self.config_path),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -558,10 +573,13 @@ def reflex_kafka_config(
     failed_events_dir: Path,
     pre_filter: bool = True,
     approvers: dict[str, list[str]] | None = None,
+    offset_reset: str = "earliest",
+    schedule_interval: str | None = None,
 ) -> dict[str, Any]:
     """``action_configs/reflex.yaml`` for a test: the kafka source on the test broker and
-    registry (earliest offsets, short group timeouts), the reflex action on the embedded store
-    (no GMS, so no ``datahub:`` block) with the demo's histories and landing folder."""
+    registry (earliest offsets unless told, short group timeouts), the reflex action on the
+    embedded store (no GMS, so no ``datahub:`` block) with the demo's histories and landing
+    folder, and the shipped schedule interval unless told."""
     config = load_reflex_yaml()
     config.pop("datahub", None)
     config["name"] = name
@@ -572,7 +590,7 @@ def reflex_kafka_config(
         # the shipped consumer settings (the poll interval among them), with the broker's needs
         consumer_config={
             **source["connection"].get("consumer_config", {}),
-            "auto.offset.reset": "earliest",
+            "auto.offset.reset": offset_reset,
             "session.timeout.ms": 2000,
             "heartbeat.interval.ms": 500,
         },
@@ -588,6 +606,8 @@ def reflex_kafka_config(
     }
     if approvers is not None:
         action["approvers"] = approvers
+    if schedule_interval is not None:
+        action["schedule"] = {"interval": schedule_interval}
     config.setdefault("options", {})["failed_events_dir"] = str(failed_events_dir)
     return config
 
