@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from reflex_actions.catalog.base import AspectT, Catalog, Written
 from reflex_actions.catalog.models import DatasetContext, IncidentContext
+from reflex_actions.wording import plural
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class ReflexReport(ActionStageReport):
         width = max([len("route"), *(len(route) for route in routes)])
         columns = ("seen", "acted", "ignored", "refused", "failed")
         lines = [
-            f"Reflex report: {seen} event(s) read on {len(routes)} route(s), "
+            f"Reflex report: {plural(seen, 'event')} read on {plural(len(routes), 'route')}, "
             f"{dropped} dropped unread (no route)",
             "route".ljust(width) + "".join(f"  {column:>7}" for column in columns),
         ]

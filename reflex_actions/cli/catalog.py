@@ -33,6 +33,7 @@ from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.snapshots import FORMATS_BY_SUFFIX
 from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import LIFECYCLE, VERSION, display_name
+from reflex_actions.wording import plural
 
 
 @click.command("init")
@@ -43,7 +44,8 @@ def init_command(catalog: Catalog) -> None:
     mcps = bootstrap_mcps()
     catalog.emit(mcps)
     click.echo(
-        f"initialized: {len(mcps)} definitions written (unchanged ones are left as they are)"
+        f"initialized: {plural(len(mcps), 'definition')} written (unchanged ones are left as "
+        "they are)"
     )
 
 
@@ -82,7 +84,7 @@ def load_command(metadata_file: MetadataFile, catalog: Catalog) -> None:
     catalog.emit(metadata_file.mcps)
     if isinstance(catalog, LiteCatalog):
         catalog.reindex()  # browse paths for `datahub lite ls`, rebuilt once after a bulk load
-    click.echo(f"loaded {len(metadata_file.mcps)} aspects from {metadata_file.path}")
+    click.echo(f"loaded {plural(len(metadata_file.mcps), 'aspect')} from {metadata_file.path}")
 
 
 @click.group()

@@ -42,6 +42,7 @@ from reflex_actions.sql import (
 )
 from reflex_actions.times import now_ms, parse_instant
 from reflex_actions.vocabulary import display_name
+from reflex_actions.wording import plural
 
 #: Parameters bound to files at run time, not shown as values.
 FILE_PARAMETERS = {"snapshot", REFERENCE_PARAMETER}
@@ -248,8 +249,9 @@ def _print_result(result: ControlResult) -> None:
     click.echo(
         f"{verdict}  {result.control_type}: {result.control}\n"
         f"      snapshot {result.snapshot_id} ({result.snapshot}): "
-        f"{result.violation_count} {result.violation_unit} in {result.rows_scanned} row(s), "
-        f"{result.allowed_violations} allowed, {result.elapsed_ms:.0f} ms"
+        f"{result.violation_count} {result.violation_unit} in "
+        f"{plural(result.rows_scanned, 'row')}, {result.allowed_violations} allowed, "
+        f"{result.elapsed_ms:.0f} ms"
     )
     if result.reference is not None:
         click.echo(

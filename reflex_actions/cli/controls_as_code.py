@@ -46,6 +46,7 @@ from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.safe_files import Folder
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import CONTROL_SPEC, LESSONS_NODE, SCOPE
+from reflex_actions.wording import plural
 
 #: Longest lesson file read (characters); an exported one is well under a kilobyte or two.
 MAX_FILE_CHARS = 64 * 1024
@@ -337,7 +338,7 @@ def export_command(folder: Path, as_json: bool, catalog: Catalog) -> None:
     else:
         for entry in written:
             click.echo(f"{entry['file']}  {entry['lesson']}")
-        click.echo(f"{len(written)} published lesson(s) exported to {folder}")
+        click.echo(f"{plural(len(written), 'published lesson')} exported to {folder}")
 
 
 def _comparisons(catalog: Catalog, folder: Path) -> list[Comparison]:
@@ -434,6 +435,6 @@ def propose_command(folder: Path, actor: str, as_json: bool, catalog: Catalog) -
         for comparison, _ in proposals:
             click.echo("\n".join(comparison.lines()))
         click.echo(
-            f"{len(proposals)} lesson(s) proposed by {steward_urn(actor)}: Reflex drafts and "
-            "backtests each next version, which runs once an approver approves it"
+            f"{plural(len(proposals), 'lesson')} proposed by {steward_urn(actor)}: Reflex drafts "
+            "and backtests each next version, which runs once an approver approves it"
         )

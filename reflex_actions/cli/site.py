@@ -45,6 +45,7 @@ from reflex_actions.report.site import (
 )
 from reflex_actions.safe_files import Folder
 from reflex_actions.vocabulary import COVERAGE, LESSONS_NODE
+from reflex_actions.wording import plural
 
 #: Runs shown per control on a dataset's page (the newest).
 RECENT_RUNS = 10
@@ -207,10 +208,11 @@ def site_command(directory: Path, as_json: bool, catalog: LiteCatalog) -> None:
     if as_json:
         print_json(written)
         return
-    removed = f"; removed {len(written['removed'])} stale page(s)" if written["removed"] else ""
+    removed = written["removed"]
+    stale = f"; removed {plural(len(removed), 'stale page')}" if removed else ""
     click.echo(
-        f"wrote the site of {written['lessons']} lesson(s) and {written['datasets']} "
-        f"dataset(s): {written['index']}{removed}"
+        f"wrote the site of {plural(written['lessons'], 'lesson')} and "
+        f"{plural(written['datasets'], 'dataset')}: {written['index']}{stale}"
     )
     for entry in written["unreadable"]:
         click.echo(terminal_text(f"unreadable lesson {entry['urn']}: {entry['error']}"), err=True)

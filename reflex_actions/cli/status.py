@@ -25,6 +25,7 @@ from reflex_actions.source.lite_change_feed.lite_change_feed_source import (
     LiteChangeFeedConfig,
     feed_status,
 )
+from reflex_actions.wording import plural
 
 
 def _lite_status(config: LiteChangeFeedConfig) -> tuple[dict[str, Any], str]:
@@ -43,7 +44,7 @@ def _lite_status(config: LiteChangeFeedConfig) -> tuple[dict[str, Any], str]:
         "running": running,
         "pid": int(status.running) if status.running else None,
     }
-    standing = "caught up" if status.behind == 0 else f"{status.behind} events behind"
+    standing = "caught up" if status.behind == 0 else f"{plural(status.behind, 'event')} behind"
     pipeline = (
         f"a pipeline is running (process {status.running or '?'})"
         if running
@@ -87,7 +88,7 @@ def _kafka_status(pipeline: dict[str, Any], config: Any, path: Path) -> tuple[di
             f"lag unknown: the broker reports high watermarks below its log on {', '.join(unknown)}"
         )
     else:
-        standing = "caught up" if behind == 0 else f"{behind} events behind"
+        standing = "caught up" if behind == 0 else f"{plural(behind, 'event')} behind"
     pipeline_state = {True: "a pipeline is consuming", False: "no pipeline is consuming"}.get(
         lag.running, "the broker does not say whether a pipeline is consuming"
     )

@@ -10,6 +10,7 @@ import html
 
 from reflex_actions.backtest.metrics import BacktestReport, Scores, SnapshotOutcome
 from reflex_actions.report.markdown import escape
+from reflex_actions.wording import plural
 
 VERDICT_TEXT = {
     "true_positive": "caught (labelled failure)",
@@ -133,7 +134,7 @@ BAR_COLOURS = {
 def _tooltip(o: SnapshotOutcome) -> str:
     text = f"{o.snapshot_id}: {VERDICT_TEXT[o.verdict]}"
     if o.violation_count is not None:
-        text += f", {o.violation_count} violations"
+        text += f", {plural(o.violation_count, 'violation')}"
     if o.reason:
         text += f" ({o.reason})"
     return html.escape(text)

@@ -31,6 +31,7 @@ from reflex_actions.report.markdown import code, code_block, code_cell, escape
 from reflex_actions.similarity import Resolution
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import RECURRENCE_TYPE, display_name
+from reflex_actions.wording import plural
 
 
 def render_definition(lesson: Lesson, title: str) -> str:
@@ -184,8 +185,9 @@ def _backtest_cell(summary: BacktestSummary | None) -> str:
     scores = summary.scope
     return (
         f"precision {ratio_text(scores.precision, scores, 'precision')}, recall "
-        f"{ratio_text(scores.recall, scores, 'recall')}, {scores.false_positives} false alarms, "
-        f"{scores.coverage.evaluable_snapshots} of {scores.coverage.snapshots} snapshots"
+        f"{ratio_text(scores.recall, scores, 'recall')}, "
+        f"{plural(scores.false_positives, 'false alarm')}, "
+        f"{scores.coverage.evaluable_snapshots} of {plural(scores.coverage.snapshots, 'snapshot')}"
     )
 
 
@@ -246,10 +248,10 @@ def scope_summary(scores: Scores, scope_size: int) -> str:
     precision = "n/a" if scores.precision is None else f"{scores.precision:.0%}"
     recall = "n/a" if scores.recall is None else f"{scores.recall:.0%}"
     return (
-        f"**Recommended scope** ({scope_size} datasets): precision {precision}, recall {recall}, "
-        f"{scores.true_positives} labelled failures caught, {scores.false_positives} false "
-        f"alarms, {scores.false_negatives} missed, {scores.not_evaluable} snapshots not "
-        "evaluable.\n\n"
+        f"**Recommended scope** ({plural(scope_size, 'dataset')}): precision {precision}, "
+        f"recall {recall}, {plural(scores.true_positives, 'labelled failure')} caught, "
+        f"{plural(scores.false_positives, 'false alarm')}, {scores.false_negatives} missed, "
+        f"{plural(scores.not_evaluable, 'snapshot')} not evaluable.\n\n"
     )
 
 

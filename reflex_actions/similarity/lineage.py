@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from reflex_actions.similarity.models import CatalogReader
 from reflex_actions.vocabulary import display_name
+from reflex_actions.wording import plural
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,8 @@ def lineage_relatives(
                     neighbours = list(context.upstreams) if context else []
                 for neighbour in neighbours:
                     if neighbour != source_urn and neighbour not in relatives:
-                        hop_text = "1 hop" if hops == 1 else f"{hops} hops"
                         relatives[neighbour] = Relation(
-                            hops, f"{direction} of the source ({hop_text})"
+                            hops, f"{direction} of the source ({plural(hops, 'hop')})"
                         )
                         next_frontier.append(neighbour)
             frontier = next_frontier

@@ -153,7 +153,7 @@ def test_a_datahub_actions_pipeline_logs_the_report_when_it_closes(
     assert record.levelno == logging.WARNING
     table = record.getMessage()
     # the confirmation, and Reflex's own PENDING after the report (which opens gate 2)
-    assert table.startswith("Reflex report: 2 event(s) read on 8 route(s)")
+    assert table.startswith("Reflex report: 2 events read on 8 routes")
     assert _rows(table)[LESSONS] == ["2", "2", "0", "0", "0"]
     assert isinstance(pipeline.action, ReflexAction)
     report = pipeline.action.get_report()
@@ -185,3 +185,9 @@ def test_reports_add_up_across_runs() -> None:
         seen=4, acted=2, refused=2, refusals={"<urn> is not an approver": 2}
     )
     assert total.dropped == 2 and total.total_actions_executed == 2
+
+
+def test_the_table_s_counts_read_as_words_one_event_on_one_route() -> None:
+    report = ReflexReport.for_routes([LESSONS])
+    report.record(LESSONS, wrote=True)
+    assert report.as_text().startswith("Reflex report: 1 event read on 1 route, 0 dropped")

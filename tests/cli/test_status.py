@@ -65,9 +65,11 @@ def test_a_write_after_catching_up_puts_it_one_event_behind(store: LiteCatalog) 
     write_dataset(store, removed=False)
 
     code, result = status("--store", str(store.path))
+    line = CliRunner().invoke(status_command, ["--store", str(store.path)]).output
     one = drain(feed(store))
 
     assert (code, result["behind"]) == (1, 1)
+    assert line.startswith(f"{store.path}: 1 event behind (newest row ")
     assert result["newest_row"] == one[0].meta["lite"]["rowid"] > result["offset"]
     assert len(one) == 1
 

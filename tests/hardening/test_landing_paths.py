@@ -92,7 +92,7 @@ def test_control_run_cli_reads_exactly_the_snapshot(tmp_path: Path) -> None:
     exact = write_snapshot(tmp_path / "d*.parquet", CLEAN)
     code, output = invoke("control", "run", spec, "--snapshot", exact)
     assert code == 0, output
-    assert "in 3 row(s)" in output
+    assert "in 3 rows," in output
 
 
 def _operation(path: str) -> OperationClass:

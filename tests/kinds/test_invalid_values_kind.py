@@ -563,7 +563,7 @@ def test_an_unknown_currency_closes_the_loop(tmp_path: Path) -> None:
         assert "- finance.ledger_entries: missing field currency" in lesson.report
         assert (
             "**Recommended scope** (2 datasets): precision 100%, recall 100%, 1 labelled "
-            "failures caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
+            "failure caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
         ) in lesson.report
 
         demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")

@@ -604,7 +604,7 @@ def test_orphaned_order_lines_close_the_loop_on_invoices(tmp_path: Path) -> None
         # the invoices of 2026-09-13 pair with the orders of that day; o1 exists there
         assert (
             "**Recommended scope** (3 datasets): precision 100%, recall 100%, 1 labelled "
-            "failures caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
+            "failure caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
         ) in lesson.report
 
         demo.steward_sets(lesson.urn, APPROVAL, "APPROVED")

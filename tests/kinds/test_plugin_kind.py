@@ -136,7 +136,7 @@ def test_a_kind_from_another_package_closes_the_loop(tmp_path: Path) -> None:
         assert rows["finance.fx_rates"][:2] == ("0.30", "no")
         assert (
             "**Recommended scope** (4 datasets): precision 75%, recall 100%, 3 labelled failures "
-            "caught, 1 false alarms, 0 missed, 0 snapshots not evaluable."
+            "caught, 1 false alarm, 0 missed, 0 snapshots not evaluable."
         ) in lesson.report
         assert "No history for: finance.payments." in lesson.report
 

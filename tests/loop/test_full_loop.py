@@ -204,6 +204,6 @@ def test_the_report_leads_with_the_recommended_scope(full_loop: FullLoop) -> Non
     assert lesson.report.startswith("#### Compiled control")
     assert (
         "**Recommended scope** (4 datasets): precision 100%, recall 100%, 7 labelled failures "
-        "caught, 0 false alarms, 0 missed, 1 snapshots not evaluable." in lesson.report
+        "caught, 0 false alarms, 0 missed, 1 snapshot not evaluable." in lesson.report
     )
     assert "| finance.refunds | 30 | 0 | 30 |" in lesson.report
