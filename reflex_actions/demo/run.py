@@ -37,6 +37,7 @@ from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.ingestion import landed_operation
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as, resolve_incident
+from reflex_actions.cli.lessons import terminal_text
 from reflex_actions.cli.site import write_site
 from reflex_actions.demo.estate import dataset_urn, user_urn
 from reflex_actions.demo.history import (
@@ -65,6 +66,7 @@ from reflex_actions.handlers.lesson_store import (
     structured_values,
 )
 from reflex_actions.lessons.model import Lesson
+from reflex_actions.report.markdown import plain, table_cells
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
 from reflex_actions.source.schedule_tick import SCHEDULE_TICK_EVENT_TYPE
 from reflex_actions.vocabulary import (
@@ -93,10 +95,11 @@ PAYMENTS_NOTE = (
     "after a timeout no longer re-inserts rows that were already committed. Deduplicated the table."
 )
 #: The report lines the demo prints: candidates with their reasons, exclusions, headline
-#: metrics, one row per dataset and the timelines (not every snapshot's row).
+#: metrics, one row per dataset and the timelines (not every snapshot's row); a table's rows
+#: under its header. (A name is markdown there: an escaped character may be any character.)
 SUMMARY_LINE = re.compile(
-    r"^(\*\*Recommended scope|\| [^|]+ \| \d\.\d\d \||- [\w.]+: |\| (precision|recall|true) |"
-    r"\| [^|]+ \| \d+ \| \d+ \||- `)"
+    r"^(\*\*Recommended scope|\| (\\.|[^\\|])+ \| \d\.\d\d \||- (\\.|[\w.])+: |"
+    r"\| (precision|recall|true) |\| (\\.|[^\\|])+ \| \d+ \| \d+ \||- `)"
 )
 OWNERSHIP_NOTE = "Reassigned technical ownership of finance.payments to carol after bob left."
 ORDERS_NOTE = (
@@ -127,6 +130,31 @@ RENAMED_COLUMN_NOTE = (
     "Reverted the checkout release; column renames now go through a deprecation period in "
     "which both names are written."
 )
+
+
+def summary_lines(report: str) -> list[str]:
+    """The lines of a proposal report (markdown) the demo prints, as the text they show: those
+    ``SUMMARY_LINE`` picks, a table's under its header, in aligned columns."""
+    lines: list[str] = []
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    for line in [*report.splitlines(), ""]:  # the empty line ends a last table
+        if not line.startswith("|"):
+            lines += aligned([header, *rows]) if header and rows else []
+            header, rows = None, []
+            lines += [plain(line)] if SUMMARY_LINE.match(line) else []
+        elif header is None:
+            header = table_cells(line)
+        elif SUMMARY_LINE.match(line) and (cells := table_cells(line)) is not None:
+            rows.append(cells)
+    return lines
+
+
+def aligned(rows: list[list[str]]) -> list[str]:
+    """A table's rows as terminal lines: each column but the last as wide as its widest cell."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    widths[-1] = 0  # the last column is not padded: its text runs on
+    return ["  ".join(cell.ljust(widths[n]) for n, cell in enumerate(row)) for row in rows]
 
 
 def embedded_pipeline_config(workdir: Path) -> dict[str, Any]:
@@ -239,9 +267,8 @@ class Demo:
         )
         approval = structured_values(self.catalog, lesson.urn, APPROVAL)
         self.say(f"  approval: {approval}; scope pre-filled: {scope}")
-        for line in lesson.report.splitlines():
-            if SUMMARY_LINE.match(line):
-                self.say("    " + line)
+        for line in summary_lines(lesson.report):
+            self.say("    " + line)
 
     def resolve(self, incident: str, note: str, dataset: str) -> Lesson:
         """Step 1: the steward resolves incident A; Reflex drafts its lesson."""
@@ -477,12 +504,19 @@ def _reports_not_logged() -> Iterator[None]:
         report_logger.setLevel(level)
 
 
+def _shown_on_a_terminal(say: Callable[[str], None]) -> Callable[[str], None]:
+    """``say`` for a terminal: a control character a name or a note of the estate holds (an
+    escape sequence) is shown as its escape."""
+    return lambda text: say(terminal_text(text))
+
+
 def run_demo(
     workdir: Path, say: Callable[[str], None] = print, scenarios: Sequence[str] | None = None
 ) -> bool:
     """Run the named scenarios (default: all) in ``workdir`` (created if needed); True when
     each closed its loop."""
     selected = scenarios_named(scenarios)
+    say = _shown_on_a_terminal(say)
     started = time.perf_counter()
     workdir.mkdir(parents=True, exist_ok=True)
     for noisy in ("datahub_actions", "reflex_actions"):

@@ -34,7 +34,7 @@ def render_markdown(report: BacktestReport) -> str:
     lines = [
         f"### Backtest: {escape(report.control)}",
         "",
-        "| metric | value |",
+        "| every dataset backtested | value |",
         "| --- | --- |",
         f"| precision | {ratio_text(report.precision, report, 'precision')} |",
         f"| recall | {ratio_text(report.recall, report, 'recall')} |",

@@ -60,3 +60,34 @@ def code_block(text: str, language: str = "") -> str:
     """``text`` as a fenced code block whose fence no line of ``text`` can close."""
     fence = _fence_for(text, 3)
     return f"{fence}{language}\n{text.rstrip()}\n{fence}"
+
+
+#: What :func:`plain` undoes: a code span (its fence, then the shortest text up to a closing
+#: fence of the same length), a backslash escape, or a ``**`` emphasis marker.
+_INLINE_TOKEN = re.compile(r"(`+)(.*?)(?<!`)\1(?!`)|\\([!-/:-@\[-`{-~])|\*\*")
+#: A table cell and the unescaped ``|`` that ends it.
+_CELL = re.compile(r"((?:\\.|[^\\|])*)\|")
+_DELIMITER_CELL = re.compile(r":?-+:?")
+
+
+def plain(markdown: str) -> str:
+    """The text Reflex's inline markdown (:func:`escape`, :func:`code`, ``**bold**``) shows,
+    for a reader that renders none: a terminal."""
+
+    def shown(match: re.Match[str]) -> str:
+        fence, span, escaped = match.groups()
+        if fence is None:
+            return escaped or ""  # an escaped character, or an emphasis marker
+        padded = span.startswith(" ") and span.endswith(" ") and span.strip()
+        return span[1:-1] if padded else span
+
+    return _INLINE_TOKEN.sub(shown, markdown)
+
+
+def table_cells(row: str) -> list[str] | None:
+    """The cells of a row of a GFM table Reflex wrote (``| a | b |``) as :func:`plain` text;
+    None for the delimiter row under the header (``| --- | --- |``)."""
+    cells = [cell.strip() for cell in _CELL.findall(row.strip().removeprefix("|"))]
+    if all(_DELIMITER_CELL.fullmatch(cell) for cell in cells):
+        return None
+    return [plain(cell.replace("\\|", "|")) for cell in cells]

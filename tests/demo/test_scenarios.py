@@ -306,6 +306,35 @@ def test_a_named_scenario_runs_only_itself(
     assert results.count("incident A -> lesson -> control -> incident B") == 1
 
 
+def test_the_demo_s_tables_have_header_rows_and_say_what_their_figures_cover(
+    schema_change: ScenarioRun,
+) -> None:
+    """The headline covers the recommended scope; the table under it every dataset backtested
+    (here the same two)."""
+    lines = schema_change.output.splitlines()
+    candidates = lines.index("    dataset         score  recommended  why")
+    assert lines[candidates + 1].startswith("    sales.invoices  0.80   yes          shares domain")
+    scope = next(n for n, line in enumerate(lines) if "Recommended scope" in line)
+    assert lines[scope] == (
+        "    Recommended scope (2 datasets): precision 100%, recall 100%, 1 labelled failure "
+        "caught, 0 false alarms, 0 missed, 0 snapshots not evaluable."
+    )
+    assert lines[scope + 1 : scope + 3] == [
+        "    every dataset backtested  value",
+        "    precision                 100%",
+    ]
+    assert lines[scope + 6].startswith(
+        "    dataset         snapshots  TP  FP  TN  FN  not evaluable"
+    )
+
+
+def test_the_demo_prints_no_markdown(schema_change: ScenarioRun) -> None:
+    output = schema_change.output
+    assert "reads sales.orders (sales.orders -> sales.invoices);" in output
+    assert "\\" not in output and "**" not in output and "`" not in output
+    assert not [line for line in output.splitlines() if line.lstrip().startswith("|")]
+
+
 def test_an_unknown_scenario_is_bad_input_naming_the_scenarios(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     run = run_scenario(workdir, "duplicate-rows")

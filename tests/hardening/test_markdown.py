@@ -43,7 +43,7 @@ from reflex_actions.lessons.model import (
 )
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.report.lesson_page import render_definition
-from reflex_actions.report.markdown import code, code_block, escape
+from reflex_actions.report.markdown import code, code_block, escape, plain, table_cells
 from reflex_actions.vocabulary import display_name
 from tests.catalog.builders import field, schema
 from tests.catalog.memory_catalog import MemoryCatalog
@@ -242,6 +242,20 @@ def test_the_similar_assets_table_shows_hostile_names_and_reasons_as_text(text: 
     for line in section.splitlines()[4:]:
         content = line.removeprefix("- ").replace(" | ", " ").strip("| ")
         assert not MARKUP.search(content), line
+    # shown on a terminal, each cell is the text itself
+    assert table_cells(rows[0]) == ["dataset", "score", "recommended", "why"]
+    assert table_cells(rows[1]) is None  # the delimiter row
+    one_line = " ".join(text.split())
+    assert table_cells(rows[2]) == [one_line, "0.90", "yes", one_line]
+
+
+@pytest.mark.parametrize("text", [*HOSTILE, "a -> b", "`", "``x``", "x\\|y"])
+def test_plain_text_of_escaped_or_code_text_is_the_text_itself(text: str) -> None:
+    """What a terminal shows of Reflex's markdown: what a renderer would show, unmarked."""
+    one_line = " ".join(text.split())
+    assert plain(escape(text)) == one_line
+    assert plain(code(text)) == one_line
+    assert plain(f"**{escape(text)}** ({code(text)})") == f"{one_line} ({one_line})"
 
 
 # --- through the handlers: what lands in DataHub's markdown fields (issue 25, item 9) -----------

@@ -1,0 +1,48 @@
+"""What the demo prints is terminal text: the report's tables under their header rows, no
+markdown escapes, and no control character of a name reaching the terminal (the scenarios'
+own output: tests/demo/test_scenarios.py)."""
+
+from __future__ import annotations
+
+from reflex_actions.demo.run import _shown_on_a_terminal, summary_lines
+from reflex_actions.report.lesson_page import candidates_section
+from reflex_actions.similarity.models import Candidate, Exclusion, Resolution, Signal
+
+NAME = "sales.*orders* -> [x] | y_"
+REASON = "reads sales.orders (sales.orders -> sales.invoices); `not` **bold**"
+
+
+def hostile_report() -> str:
+    resolution = Resolution(
+        source_urn="urn:li:dataset:(urn:li:dataPlatform:s3,a,PROD)",
+        pattern="duplicate_rows_non_idempotent_retry",
+        threshold=0.5,
+        candidates=[
+            Candidate(
+                urn="urn:x",
+                name=NAME,
+                score=0.9,
+                recommended=True,
+                signals=[Signal(name="lineage", contribution=0.5, reason=REASON)],
+            ),
+            Candidate(urn="urn:z", name="b", score=0.25, recommended=False, signals=[]),
+        ],
+        excluded=[Exclusion(urn="urn:y", name="c_d", reason="missing field <x>")],
+    )
+    return candidates_section(resolution)
+
+
+def test_a_table_is_printed_under_its_header_in_aligned_columns() -> None:
+    lines = summary_lines(hostile_report())
+    widest = len(NAME)
+    assert lines[0] == f"{'dataset'.ljust(widest)}  score  recommended  why"
+    assert lines[1] == f"{NAME}  0.90   yes          {REASON}"
+    assert lines[2] == f"{'b'.ljust(widest)}  0.25   no           "
+    assert lines[3] == "- c_d: missing field <x>"
+    assert not [line for line in lines if line.startswith("|") or "---" in line]
+
+
+def test_control_characters_of_a_name_reach_the_terminal_as_their_escapes() -> None:
+    said: list[str] = []
+    _shown_on_a_terminal(said.append)("dataset \x1b[2Jgone\x07 here\n")
+    assert said == ["dataset \\x1b[2Jgone\\x07 here\n"]
