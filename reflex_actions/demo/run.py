@@ -59,6 +59,7 @@ from reflex_actions.demo.history import (
 )
 from reflex_actions.demo.metadata import estate_mcps
 from reflex_actions.errors import ReflexError
+from reflex_actions.handlers import gates
 from reflex_actions.handlers.lesson_store import (
     as_text,
     lesson_urn_for,
@@ -334,7 +335,8 @@ def _refused_then_approved(demo: Demo, lesson: Lesson) -> Lesson:
     """Human gate 2, showing its guard: an unauthorized user's approval is refused and
     reverted; then the steward approves."""
     demo.say("[3] human gate 2: an unauthorized user tries to approve")
-    demo.steward_sets(lesson.urn, APPROVAL, "APPROVED", actor=INTRUDER)
+    with _not_logged(gates.__name__):  # the refusal the demo stages: told below, in its words
+        demo.steward_sets(lesson.urn, APPROVAL, "APPROVED", actor=INTRUDER)
     refused = demo.lesson(lesson.incident)
     approval = as_text(structured_values(demo.catalog, lesson.urn, APPROVAL))
     demo.say(f"    -> still {refused.state.value}, reflex.approval back to {approval}:")
@@ -492,16 +494,16 @@ def scenarios_named(names: Sequence[str] | None) -> dict[str, Scenario]:
 
 
 @contextmanager
-def _reports_not_logged() -> Iterator[None]:
-    """Each pipeline's action logs its report when it closes; the demo prints them summed,
-    once, instead."""
-    report_logger = logging.getLogger(action_report.__name__)
-    level = report_logger.level
-    report_logger.setLevel(logging.ERROR)
+def _not_logged(name: str) -> Iterator[None]:
+    """Within the block, logger ``name`` logs errors only: what it would warn of, the demo
+    tells in its own words (every other logger still warns)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        report_logger.setLevel(level)
+        logger.setLevel(level)
 
 
 def _shown_on_a_terminal(say: Callable[[str], None]) -> Callable[[str], None]:
@@ -524,7 +526,8 @@ def run_demo(
     say(f"Setting up the embedded store and snapshot histories in {workdir}")
     generate_histories(workdir / "snapshots")
     demo = Demo(workdir, say)
-    with _reports_not_logged():
+    # each pipeline's action logs its report when it closes: the demo prints them summed, once
+    with _not_logged(action_report.__name__):
         demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
         demo.react()  # the initial load changes nothing Reflex acts on
         results = {}
