@@ -24,7 +24,7 @@ from reflex_actions.engines.base import Engine, Target
 from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
-from tests.conformance.control_cases import ControlCase
+from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance, hostile_names, rows_as
 from tests.conftest import write_snapshot
 
@@ -96,6 +96,28 @@ class BaseEngineConformance:
             reference=reference,
             as_of_ms=case.as_of_ms,
         )
+        assert _judged(actual) == _judged(expected)
+
+    @pytest.mark.parametrize("naming", ["plain", "hostile"])
+    def test_a_not_null_sample_with_no_key_column_shows_the_rows_as_duckdb_does(
+        self, engine: Engine, tmp_path: Path, naming: str
+    ) -> None:
+        """Keyed by its NULL field alone, a ``not_null`` sample shows its rows by the table's
+        other columns, picked by their types as the engine describes them and named by bound
+        values: the same columns and rows as DuckDB on Parquet."""
+        names = ["parcel_id", "weight", "shipment_id", "line"]
+        if naming == "hostile":
+            names = [f"{HOSTILE_NAMES[n % len(HOSTILE_NAMES)]}#{n}" for n in range(len(names))]
+        values = [(None if n % 2 else f"p{n}", 1.5 + n, f"s{9 - n}", n) for n in range(6)]
+        rows = [dict(zip(names, row, strict=True)) for row in values]
+        control = parse_control_spec({"type": "not_null", "field": names[0]})
+        expected = run_control(control, write_snapshot(tmp_path / "s.parquet", rows, names))
+        actual = run_control(
+            control, self.load_table(f"parcels {naming}", rows, names), engine=engine
+        )
+        assert [row["row"] for row in expected.sample] == [
+            {names[2]: f"s{9 - n}", names[3]: n} for n in (5, 3, 1)
+        ]
         assert _judged(actual) == _judged(expected)
 
     @staticmethod

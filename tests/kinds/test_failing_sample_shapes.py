@@ -43,16 +43,23 @@ def test_a_key_holding_the_field_sorts_by_the_other_key_columns() -> None:
     assert _sample_order(control, table_relation()) == [column("id")]
 
 
+def test_a_one_field_sample_shown_with_other_columns_sorts_by_them() -> None:
+    """No key column tells its NULL rows apart: they are shown, and sorted, by others."""
+    relation = table_relation({"account_id": "VARCHAR", "id": "BIGINT", "day": "DATE"})
+    order = _sample_order(NotNullControl(field="account_id"), relation)
+    assert order == [column("id"), column("day")]
+
+
 def test_several_fields_still_sort_by_every_key_and_which_fields_are_null() -> None:
     """With two fields a sampled row may have either one NULL: neither is constant."""
-    control = NotNullControl(fields=["account_id", "currency"], key=["account_id"])
+    control = NotNullControl(fields=["account_id", "currency"], key=["id"])
     sample = control.compile(table_relation()).sample
     assert sample is not None
     first = sample.find(exp.Subquery)
     assert first is not None
     inner = [key.this for key in first.this.args["order"].expressions]
     assert inner == [
-        column("account_id"),
+        column("id"),
         column("account_id").is_(exp.null()),
         column("currency").is_(exp.null()),
     ]
@@ -64,5 +71,6 @@ def test_the_unsorted_sample_shows_the_null_rows_it_did_before(tmp_path: Path) -
     keyed_by_field = run_control(NotNullControl(field="account_id"), path, sample_size=3)
     keyed_by_id = run_control(NotNullControl(field="account_id", key=["id"]), path, sample_size=3)
     null_row = {"null_fields": ["account_id"], "null_counts": {"account_id": 4}}
-    assert keyed_by_field.sample == [{"key": {"account_id": None}, **null_row}] * 3
+    # keyed by the NULL field alone, the rows are shown (and sorted) by the snapshot's other column
+    assert keyed_by_field.sample == [{"row": {"id": f"t{i}"}, **null_row} for i in (1, 3, 5)]
     assert keyed_by_id.sample == [{"key": {"id": f"t{i}"}, **null_row} for i in (1, 3, 5)]

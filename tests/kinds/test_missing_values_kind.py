@@ -170,13 +170,17 @@ def test_every_null_row_is_a_violation_and_the_fraction_an_allowance(
     assert (result.violation_count, result.allowed_violations) == (null_rows, allowance)
     assert result.passed is (null_rows <= allowance)
     # a failing check shows every NULL row as an example (a passing one reads no examples);
-    # the key defaults to the checked field, so each example shows it NULL
-    example = {
-        "key": {"account_id": None},
-        "null_fields": ["account_id"],
-        "null_counts": {"account_id": null_rows},
-    }
-    assert result.sample == ([] if result.passed else [example] * null_rows)
+    # with no key, each is shown with the snapshot's other column
+    examples = [
+        {
+            "row": {"transaction_id": row["id"]},
+            "null_fields": ["account_id"],
+            "null_counts": {"account_id": null_rows},
+        }
+        for row in sorted(ROWS, key=lambda row: row["id"])
+        if row["account"] is None or (snapshot_format == "csv" and row["account"] == "")
+    ]
+    assert result.sample == ([] if result.passed else examples)
 
 
 def test_the_sample_shows_the_key_and_which_fields_are_null(tmp_path: Path) -> None:
@@ -204,6 +208,48 @@ def test_the_sample_shows_the_key_and_which_fields_are_null(tmp_path: Path) -> N
         },
     ]
     assert control.describe() == "(account_id, currency) is never NULL"
+
+
+#: Parcels whose id arrived NULL: the id is the declared key, so it names no sampled row.
+PARCELS = [
+    {
+        "parcel_id": None if n % 2 else f"p{n}",
+        "weight_kg": 1.5 + n,  # a float: a measure, not what tells one row from another
+        "fragile": n % 3 == 0,  # a boolean: the same in half the rows
+        "shipment_id": f"s{9 - n}",
+        "line": n,
+        "label": f"L{n}",
+        "depot": "north",  # a fourth identifying column: a sampled row shows three at most
+    }
+    for n in range(8)
+]
+
+
+@pytest.mark.parametrize("key", [None, ["parcel_id"]], ids=["no key", "the field itself"])
+def test_a_sample_keyed_by_its_null_field_alone_shows_which_rows_by_other_columns(
+    tmp_path: Path, key: list[str] | None
+) -> None:
+    """Each sampled row held {"key": {"parcel_id": null}}: five rows that said nothing of which
+    rows they were. They are shown with the first few columns that identify a row instead."""
+    spec: dict[str, Any] = {"type": "not_null", "field": "parcel_id"}
+    if key is not None:
+        spec["key"] = key
+    result = run_control(parse_control_spec(spec), write_snapshot(tmp_path / "s.parquet", PARCELS))
+    assert (result.passed, result.violation_count) == (False, 4)
+    null_row = {"null_fields": ["parcel_id"], "null_counts": {"parcel_id": 4}}
+    # sorted by the columns shown: shipment_id first (s2, s4, s6, s8 are the NULL ids' rows)
+    assert result.sample == [
+        {"row": {"shipment_id": f"s{9 - n}", "line": n, "label": f"L{n}"}, **null_row}
+        for n in (7, 5, 3, 1)
+    ]
+
+
+def test_a_key_holding_the_null_field_is_shown_by_its_other_columns(tmp_path: Path) -> None:
+    control = parse_control_spec(
+        {"type": "not_null", "field": "parcel_id", "key": ["parcel_id", "line"]}
+    )
+    result = run_control(control, write_snapshot(tmp_path / "s.parquet", PARCELS), sample_size=2)
+    assert [row["key"] for row in result.sample] == [{"line": 1}, {"line": 3}]
 
 
 def test_renaming_moves_the_checked_fields_and_the_sample_key() -> None:
