@@ -72,6 +72,13 @@ _SCHEMA = (
     " id INTEGER PRIMARY KEY CHECK (id = 1), last_rowid INTEGER NOT NULL)",
 )
 _INDEX_TABLES = ("reflex_index", "reflex_index_state")
+#: The timeseries fields ``timeseries_written`` filters on: each has an index, so an
+#: assertion's runs of one id are found without reading every run it ever had.
+_INDEXED_FIELDS = ("runId",)
+_RUN_IDS = (
+    "CREATE INDEX IF NOT EXISTS reflex_run_ids ON metadata_aspect_v2"
+    " (urn, aspect_name, json_extract(metadata, '$.runId'))"
+)
 
 #: How a store is opened: ``create`` it if missing (``init``, ``load``, the action), ``write``
 #: to an existing one only (a steward's edit), ``read`` an existing one and write nothing.
@@ -243,6 +250,8 @@ class LiteCatalog(Catalog):
             )
             self._db = self._lite.sqlite_client
             self._create_index("main")
+            self._db.execute(_RUN_IDS)
+            self._db.commit()
 
     def _create_index(self, schema: str) -> None:
         for statement in _SCHEMA:
@@ -320,12 +329,17 @@ class LiteCatalog(Catalog):
         where: Mapping[str, str] | None = None,
     ) -> list[Written[AspectT]]:
         # Lite keeps every write as a version, with its acting user in its system metadata.
-        conditions = "".join(" AND json_extract(metadata, ?) = ?" for _ in where or {})
-        bound = [value for name, want in (where or {}).items() for value in (f"$.{name}", want)]
+        # A field's path is written out (one of _INDEXED_FIELDS, so its index serves the
+        # query); its value is bound.
+        unknown = set(where or {}) - set(_INDEXED_FIELDS)
+        if unknown:
+            raise CatalogError(f"the embedded store filters timeseries on {_INDEXED_FIELDS} only")
+        conditions = "".join(f" AND json_extract(metadata, '$.{f}') = ?" for f in where or {})
+        version = "+version" if where else "version"  # "+": let the field's index serve it
         rows = self._db.execute(
             "SELECT metadata, system_metadata FROM metadata_aspect_v2 WHERE urn = ?"
-            f" AND aspect_name = ? AND version > 0{conditions} ORDER BY version DESC LIMIT ?",
-            [urn, aspect_class.ASPECT_NAME, *bound, limit],
+            f" AND aspect_name = ?{conditions} AND {version} > 0 ORDER BY {version} DESC LIMIT ?",
+            [urn, aspect_class.ASPECT_NAME, *(where or {}).values(), limit],
         ).fetchall()
         name = aspect_class.ASPECT_NAME
         return [

@@ -12,7 +12,7 @@ from datahub.emitter.mce_builder import make_dataset_urn, make_domain_urn
 from datahub.emitter.mcp import MetadataChangeProposalWrapper as MCP
 from datahub.lite.sqlite_lite import SqliteLite
 from datahub.lite.sqlite_lite_config import SqliteLiteConfig
-from datahub.metadata.schema_classes import DomainsClass, StatusClass
+from datahub.metadata.schema_classes import AssertionRunEventClass, DomainsClass, StatusClass
 
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
@@ -84,3 +84,19 @@ def test_concurrent_processes_do_not_corrupt_versions(tmp_path: Path) -> None:
     # one contiguous version chain, and version 0 mirrors the newest
     assert versions[1:] == list(range(1, len(versions)))
     assert json.loads(rows[0][1]) == json.loads(rows[-1][1])
+
+
+def test_an_assertions_runs_of_one_id_are_found_through_an_index(tmp_path: Path) -> None:
+    """ "Already judged" asks for the runs of one id: read through the run-id index, not every
+    run the assertion ever had (a sweep each hour for a year is 8,760 of them)."""
+    catalog = LiteCatalog(tmp_path / "reflex.db")
+    asked: list[str] = []
+    catalog._db.set_trace_callback(asked.append)
+    catalog.timeseries_written(
+        "urn:li:assertion:a", AssertionRunEventClass, limit=5, where={"runId": "scheduled-x"}
+    )
+    catalog._db.set_trace_callback(None)
+    (query,) = [q for q in asked if q.startswith("SELECT metadata")]
+    plan = catalog._db.execute(f"EXPLAIN QUERY PLAN {query}").fetchall()
+    assert "USING INDEX reflex_run_ids" in " ".join(str(row) for row in plan)
+    catalog.close()
