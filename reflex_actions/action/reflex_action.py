@@ -213,13 +213,14 @@ class ReflexAction(Action):
         try:
             owned = self._shards.owned()
             counts = on_schedule(self.context, time_ms, interval, turn, owned)
-        except ReflexError as error:  # logged and reported; the next tick tries again
-            with self._turns.slice():
-                self.report.record(SCHEDULE_ROUTE, wrote=wrote, error=error)
-            logger.error("reflex: schedule tick at %s failed: %s", time_ms, error)
+        except Exception as error:  # logged and reported; the next tick tries again
+            self.report.record(SCHEDULE_ROUTE, wrote=wrote, error=error)
+            if isinstance(error, ReflexError):
+                logger.error("reflex: schedule tick at %s failed: %s", time_ms, error)
+            else:  # a fault of Reflex's own: the sweeper goes on, with the trace logged
+                logger.exception("reflex: schedule tick at %s failed", time_ms)
             return
-        with self._turns.slice():
-            self.report.record(SCHEDULE_ROUTE, wrote=wrote)
+        self.report.record(SCHEDULE_ROUTE, wrote=wrote)
         logger.info("reflex: schedule tick at %s: %s", time_ms, counts)
 
     def _tick_on_slots(self) -> None:
