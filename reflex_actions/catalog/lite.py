@@ -75,9 +75,17 @@ _INDEX_TABLES = ("reflex_index", "reflex_index_state")
 #: The timeseries fields ``timeseries_written`` filters on: each has an index, so an
 #: assertion's runs of one id are found without reading every run it ever had.
 _INDEXED_FIELDS = ("runId",)
+
+
+def _field_of(name: str) -> str:
+    """A timeseries field of a stored value, as its index and its queries spell it (no JSON
+    error from a row that is not JSON: another writer's malformed row stays writable)."""
+    return f"iif(json_valid(metadata), json_extract(metadata, '$.{name}'), NULL)"
+
+
 _RUN_IDS = (
     "CREATE INDEX IF NOT EXISTS reflex_run_ids ON metadata_aspect_v2"
-    " (urn, aspect_name, json_extract(metadata, '$.runId'))"
+    f" (urn, aspect_name, {_field_of('runId')})"
 )
 
 #: How a store is opened: ``create`` it if missing (``init``, ``load``, the action), ``write``
@@ -334,7 +342,7 @@ class LiteCatalog(Catalog):
         unknown = set(where or {}) - set(_INDEXED_FIELDS)
         if unknown:
             raise CatalogError(f"the embedded store filters timeseries on {_INDEXED_FIELDS} only")
-        conditions = "".join(f" AND json_extract(metadata, '$.{f}') = ?" for f in where or {})
+        conditions = "".join(f" AND {_field_of(field)} = ?" for field in where or {})
         version = "+version" if where else "version"  # "+": let the field's index serve it
         rows = self._db.execute(
             "SELECT metadata, system_metadata FROM metadata_aspect_v2 WHERE urn = ?"
