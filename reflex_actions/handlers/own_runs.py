@@ -40,8 +40,9 @@ RUNS_OF_AN_ID = 20
 def _sealed_content(run: AssertionRunEventClass) -> bytes:
     """What the seal covers: everything Reflex reads back from a run."""
     result = run.result
-    native = {k: v for k, v in ((result.nativeResults if result else None) or {}).items()}
-    native.pop(RUN_SEAL, None)
+    native = {
+        k: v for k, v in ((result.nativeResults if result else None) or {}).items() if k != RUN_SEAL
+    }
     content = [
         run.assertionUrn,
         run.asserteeUrn,

@@ -111,10 +111,11 @@ def on_schedule(
                 scope = lesson.published_scope[start : start + SLICE_DATASETS]
                 if not scope:
                     break
-                scope = [dataset for dataset in scope if owns(dataset)]
-                decide_then_apply(
-                    ctx, partial(_sweep_lesson, lesson, scope, ctx, now_ms, slot, counts)
-                )
+                mine = [dataset for dataset in scope if owns(dataset)]
+                if mine:  # another member's slice: no decision to make here
+                    decide_then_apply(
+                        ctx, partial(_sweep_lesson, lesson, mine, ctx, now_ms, slot, counts)
+                    )
     return counts
 
 
