@@ -16,13 +16,16 @@ from reflex_actions.controls import Control
 from reflex_actions.engines.base import (
     DeltaTarget,
     Engine,
+    Evaluation,
     FileTarget,
     IcebergTarget,
     TableTarget,
     Target,
 )
+from reflex_actions.engines.rendering import RenderedControl, batched, rendered
 from reflex_actions.errors import (
     ControlSpecError,
+    ReflexError,
     SnapshotNotFoundError,
     SnapshotUnreadableError,
 )
@@ -197,16 +200,87 @@ def run_control_on_recorded(
 ) -> ControlResult:
     """Evaluate ``control`` on what DataHub records of a table (its profile's row count, its
     last update, its schema), reading no data; raise a SnapshotError naming what is missing."""
+    judgement = OnRecorded(control, recorded, snapshot_id, tuple(earlier_counts), as_of_ms)
+    (outcome,) = run_controls_on_recorded([judgement], sample_size=sample_size)
+    if isinstance(outcome, ReflexError):
+        raise outcome
+    return outcome
+
+
+@dataclass(frozen=True)
+class OnRecorded:
+    """One control to judge on what DataHub records of one table (``run_control_on_recorded``)."""
+
+    control: Control
+    recorded: RecordedFacts
+    snapshot_id: str
+    earlier_counts: tuple[int, ...] = ()
+    as_of_ms: int | None = None
+
+
+def run_controls_on_recorded(
+    judgements: Sequence[OnRecorded], *, sample_size: int = DEFAULT_SAMPLE_SIZE
+) -> list[ControlResult | ReflexError]:
+    """Each judgement's result, or the error saying why it has none, in their order. Those
+    whose controls compile to one query (one control, facts known alike) are judged in one
+    query (``BatchedCounts``): a sweep judges a slice of datasets at the cost of one."""
     started = time.perf_counter()
-    as_of_ms = _judged_at(control, as_of_ms)
-    relation = Relation.of(
-        NO_ROWS,
-        recorded=recorded,
-        earlier_counts=recent_counts(control, earlier_counts),
-        as_of_ms=as_of_ms,
-    )
+    outcomes: list[ControlResult | ReflexError | None] = [None] * len(judgements)
     with _in_memory() as engine:
-        return _evaluate(engine, control, relation, _Recorded(snapshot_id), sample_size, started)
+        alike: dict[str, list[tuple[int, Relation, RenderedControl]]] = {}
+        for index, judgement in enumerate(judgements):
+            try:
+                relation = Relation.of(
+                    NO_ROWS,
+                    recorded=judgement.recorded,
+                    earlier_counts=recent_counts(judgement.control, judgement.earlier_counts),
+                    as_of_ms=_judged_at(judgement.control, judgement.as_of_ms),
+                )
+                query = rendered(judgement.control, relation, sample_size, engine.dialect)
+            except ReflexError as error:
+                outcomes[index] = error
+                continue
+            alike.setdefault(query.counts.sql, []).append((index, relation, query))
+        for group in alike.values():
+            try:
+                counts = _counts_of_each(engine, group)
+            except SnapshotUnreadableError as error:
+                for index, _, _ in group:
+                    outcomes[index] = _unreadable(judgements[index], error)
+                continue
+            for (index, relation, query), row in zip(group, counts, strict=True):
+                judgement = judgements[index]
+                target = _Recorded(judgement.snapshot_id)
+                try:
+                    evaluation = engine.judged(judgement.control, relation, query, row)
+                except SnapshotUnreadableError as error:
+                    outcomes[index] = _unreadable(judgement, error)
+                    continue
+                outcomes[index] = _result(judgement.control, relation, target, evaluation, started)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _unreadable(judgement: OnRecorded, error: SnapshotUnreadableError) -> SnapshotUnreadableError:
+    shown = _Recorded(judgement.snapshot_id).shown
+    return SnapshotUnreadableError(f"cannot evaluate snapshot {shown}: {error}")
+
+
+def _counts_of_each(
+    engine: DuckDBEngine, group: list[tuple[int, Relation, RenderedControl]]
+) -> list[tuple[Any, ...]]:
+    """The counts row of each relation of ``group`` (one query, when there are several)."""
+    if len(group) == 1:
+        _, relation, query = group[0]
+        rows = engine.fetch(query.counts.sql, query.counts.bind(relation, query.params))
+        if len(rows) != 1:
+            raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
+        return rows
+    batch = batched(group[0][2].counts, engine.dialect)
+    bound = [query.counts.bind(relation, query.params) for _, relation, query in group]
+    rows = engine.fetch(batch.sql(len(group)), batch.bind(bound))
+    if [row[0] for row in rows] != list(range(len(group))):
+        raise SnapshotUnreadableError("a batch of counts did not return one row a judgement")
+    return [row[1:] for row in rows]
 
 
 _IN_MEMORY: list[duckdb.DuckDBPyConnection] = []
@@ -295,6 +369,16 @@ def _evaluate(
         evaluation = engine.evaluate(control, relation, sample_size)
     except SnapshotUnreadableError as error:
         raise SnapshotUnreadableError(f"cannot evaluate snapshot {target.shown}: {error}") from None
+    return _result(control, relation, target, evaluation, started)
+
+
+def _result(
+    control: Control,
+    relation: Relation,
+    target: Target | _Recorded,
+    evaluation: Evaluation,
+    started: float,
+) -> ControlResult:
     allowed = control.allowed_violations(evaluation.rows_scanned)
     return ControlResult(
         earlier_counts=list(relation.earlier_counts) if control.earlier_counts_needed() else None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from reflex_actions.engines.rendering import rendered
+from reflex_actions.engines.rendering import RenderedControl, rendered
 from reflex_actions.errors import ReflexError, SnapshotUnreadableError
 from reflex_actions.sql import SNAPSHOT, Relation, column, exp, param
 
@@ -212,14 +212,25 @@ class Engine(ABC):
         rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
+        return self.judged(control, relation, query, rows[0])
+
+    def judged(
+        self,
+        control: Control,
+        relation: Relation,
+        query: RenderedControl,
+        counts: tuple[Any, ...],
+    ) -> Evaluation:
+        """The evaluation from the counts row ``query`` gave on ``relation``: the sample is
+        fetched only when they fail."""
         if query.sample_totals and query.sample is not None:
-            (rows_scanned,) = rows[0]
+            (rows_scanned,) = counts
             sampled = self.fetch(query.sample.sql, query.sample.bind(relation, query.params))
             violation_count = int(sampled[0][-1]) if sampled else 0
             failed = violation_count > control.allowed_violations(rows_scanned)
             sample = [row[:-1] for row in sampled] if failed else []
             return Evaluation(int(rows_scanned), violation_count, sample, None)
-        rows_scanned, violation_count, *measured = rows[0]
+        rows_scanned, violation_count, *measured = counts
         measures = tuple(measured) if measured else None
         sample: list[tuple[Any, ...]] = []
         if violation_count > control.allowed_violations(rows_scanned):

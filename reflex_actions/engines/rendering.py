@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
@@ -57,6 +57,72 @@ class RenderedControl:
     sample_is_measures: bool = False
     sample_counted: bool = False
     sample_totals: bool = False
+
+
+#: The row of bound values a batched query reads in place of its parameters.
+BATCH_ROW = "reflex_batch"
+
+
+@dataclass(frozen=True)
+class BatchedCounts:
+    """A counts query run for many relations of one shape in one query: each relation's bound
+    values one row of a ``VALUES`` list, joined laterally to the query. A sweep judges a slice
+    of datasets on recorded facts this way: planning a query costs ~1-2 ms, almost all of
+    what one on recorded facts costs, and is paid once for the slice, not once a dataset."""
+
+    #: the counts query reading the ``BATCH_ROW`` row's columns in place of its parameters
+    lateral: str
+    names: tuple[str, ...]
+
+    def sql(self, rows: int) -> str:
+        """The query over ``rows`` rows of bound values, its result rows in their order, each
+        led by its row's index."""
+        columns = ", ".join(["reflex_item", *(f'"p_{name}"' for name in self.names)])
+        values = ", ".join(
+            "(" + ", ".join(f"$b{i}_{name}" for name in ("item", *self.names)) + ")"
+            for i in range(rows)
+        )
+        return (
+            f"SELECT {BATCH_ROW}.reflex_item, judged.* FROM (VALUES {values}) AS "
+            f"{BATCH_ROW}({columns}), LATERAL ({self.lateral}) AS judged "
+            f"ORDER BY {BATCH_ROW}.reflex_item"
+        )
+
+    def bind(self, bound: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The values of the rows: ``bound`` holds each relation's, as its query binds them."""
+        values: dict[str, Any] = {}
+        for i, each in enumerate(bound):
+            values[f"b{i}_item"] = i
+            values.update((f"b{i}_{name}", each[name]) for name in self.names)
+        return values
+
+
+_BATCHED: dict[tuple[str, str], BatchedCounts] = {}
+
+
+def batched(counts: RenderedQuery, dialect: str) -> BatchedCounts:
+    """``counts`` reading its values from a batch's row (see :class:`BatchedCounts`)."""
+    key = (counts.sql, dialect)
+    found = _BATCHED.get(key)
+    if found is None:
+        from reflex_actions.sql import exp, parse
+
+        names = tuple(sorted(counts.names))
+        if not all(name.isidentifier() for name in names):
+            raise ValueError(f"a query binds a value under an odd name: {names}")
+
+        def read_from_row(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Placeholder) and node.name in counts.names:
+                return exp.column(f"p_{node.name}", table=BATCH_ROW, quoted=True)
+            return node
+
+        tree = parse(counts.sql, dialect).transform(read_from_row)
+        found = BatchedCounts(tree.sql(dialect=dialect), names)
+        with _RENDERED_LOCK:
+            if len(_BATCHED) >= MAX_RENDERED:
+                _BATCHED.clear()
+            _BATCHED[key] = found
+    return found
 
 
 #: Rendered controls by control, dialect and the shape of what they read.

@@ -28,6 +28,7 @@ from reflex_actions.engines.lakehouse import commit_at
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
     ControlResult,
+    OnRecorded,
     ReferenceSnapshot,
     run_control,
     run_control_on_recorded,
@@ -205,16 +206,31 @@ def judge_recorded(
 ) -> tuple[ControlResult | None, str | None]:
     """The control judged on what DataHub records of the dataset, or why it could not be."""
     try:
-        earlier = _earlier_counts(covered, dataset_urn, ctx)
+        judgement = on_recorded(covered, dataset_urn, recorded, run_id, ctx, as_of_ms=as_of_ms)
         return run_control_on_recorded(
-            covered.control,
-            recorded,
+            judgement.control,
+            judgement.recorded,
             run_id,
-            earlier_counts=earlier,
+            earlier_counts=judgement.earlier_counts,
             as_of_ms=as_of_ms,
         ), None
     except ReflexError as failure:
         return None, str(failure)
+
+
+def on_recorded(
+    covered: CoveredControl,
+    dataset_urn: str,
+    recorded: RecordedFacts,
+    run_id: str,
+    ctx: HandlerContext,
+    *,
+    as_of_ms: int | None = None,
+) -> OnRecorded:
+    """The control to judge on what DataHub records of the dataset, with the earlier counts
+    it compares them with (raise ReflexError when they cannot be read)."""
+    earlier = _earlier_counts(covered, dataset_urn, ctx)
+    return OnRecorded(covered.control, recorded, run_id, tuple(earlier), as_of_ms)
 
 
 def on_operation(change: AspectChange, ctx: HandlerContext) -> None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -31,16 +31,15 @@ from datahub.metadata.schema_classes import DatasetProfileClass, OperationClass
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.engines.base import EngineError
 from reflex_actions.errors import ReflexError
-from reflex_actions.executor import ControlResult
+from reflex_actions.executor import ControlResult, OnRecorded, run_controls_on_recorded
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
 from reflex_actions.handlers.landing import SnapshotRefused
 from reflex_actions.handlers.run_controls import (
     CoveredControl,
     covered_control,
     data_at,
-    judge_fact,
-    judge_recorded,
     landed_data,
+    on_recorded,
     profile_fact,
     record_run,
     run_on_target,
@@ -136,29 +135,91 @@ def _sweep_lesson(
     slot: int,
     counts: SweepCounts,
 ) -> None:
-    """Judge the lesson's control on each dataset of ``scope`` (a slice of its scope). The
-    incidents B come first, then the lesson (saved once, with every recurrence noted), then
-    the run events, which mark the runs done: after a crash anywhere, what is not marked done
-    is judged again."""
+    """Judge the lesson's control on each dataset of ``scope`` (a slice of its scope): those
+    judged on recorded facts in one query (``run_controls_on_recorded``), those reading data
+    one by one. The incidents B come first, then the lesson (saved once, with every
+    recurrence noted), then the run events, which mark the runs done: after a crash anywhere,
+    what is not marked done is judged again."""
     runs: list[MetadataChangeProposalWrapper] = []
     noted = len(lesson.recurrences)
+    due: list[_Due] = []
     for dataset_urn in scope:
-        mark, written = ctx.out.mark(), len(runs)
-        try:
+        with _one_dataset(lesson, dataset_urn, ctx, counts, runs):
             covered = covered_control(lesson, dataset_urn, ctx)
             if covered is not None:
-                _judge(covered, dataset_urn, ctx, now_ms, slot, counts, runs)
-        except CatalogError:
-            raise  # the store is unreachable: the sweep cannot go on
-        except ReflexError as error:  # one dataset's bad metadata must not stop the sweep
-            ctx.out.rollback(mark)
-            del runs[written:]
-            counts.errors += 1
-            logger.error("scheduled run of %s on %s: %s", lesson.urn, dataset_urn, error)
+                due += _judge(covered, dataset_urn, ctx, now_ms, slot, counts, runs)
+    outcomes = run_controls_on_recorded([item.judgement for item in due])
+    for item, outcome in zip(due, outcomes, strict=True):
+        with _one_dataset(lesson, item.run.dataset_urn, ctx, counts, runs):
+            if isinstance(outcome, ReflexError):
+                item.run.record(ctx, None, str(outcome), counts, runs)
+            else:
+                item.run.record(ctx, outcome, None, counts, runs)
     if len(lesson.recurrences) > noted:
         ctx.out.save_lesson(lesson)
     if runs:
         ctx.out.emit(*runs)
+
+
+@contextmanager
+def _one_dataset(
+    lesson: Lesson,
+    dataset_urn: str,
+    ctx: HandlerContext,
+    counts: SweepCounts,
+    runs: list[MetadataChangeProposalWrapper],
+) -> Iterator[None]:
+    """What is decided for one dataset within the block, undone when its metadata is bad:
+    one dataset's bad metadata must not stop the sweep; an unreachable store does."""
+    mark, written = ctx.out.mark(), len(runs)
+    try:
+        yield
+    except CatalogError:
+        raise
+    except ReflexError as error:
+        ctx.out.rollback(mark)
+        del runs[written:]
+        counts.errors += 1
+        logger.error("scheduled run of %s on %s: %s", lesson.urn, dataset_urn, error)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of a control on one dataset of a slice, as its run event and incident B say."""
+
+    covered: CoveredControl
+    dataset_urn: str
+    run_id: str
+    #: the run's time: the tick's, or the recorded fact's
+    time_ms: int
+    #: a control judged as of the tick keys incident B by the newest time it saw, so a table
+    #: stale for days raises one incident, not one per tick
+    as_of_ms: int | None = None
+
+    def record(
+        self,
+        ctx: HandlerContext,
+        result: ControlResult | None,
+        error: str | None,
+        counts: SweepCounts,
+        runs: list[MetadataChangeProposalWrapper],
+    ) -> None:
+        newest = (result.measures or {}).get("newest") if result is not None else None
+        record_run(
+            self.covered, self.dataset_urn, ctx, time_ms=self.time_ms, run_id=self.run_id,
+            result=result, error=error,
+            incident_key=None if self.as_of_ms is None else f"stale-since-{newest}",
+            deferred=runs,
+        )  # fmt: skip
+        _count(counts, result, error)
+
+
+@dataclass(frozen=True)
+class _Due:
+    """A run judged on recorded facts, with the slice's others in one query."""
+
+    run: _Run
+    judgement: OnRecorded
 
 
 def _judge(
@@ -169,7 +230,9 @@ def _judge(
     slot: int,
     counts: SweepCounts,
     runs: list[MetadataChangeProposalWrapper],
-) -> None:
+) -> list[_Due]:
+    """The control on the dataset when it is due: run here when it reads data, else the
+    judgement on recorded facts to make with the slice's others."""
     control = covered.control
     if not control.judged_as_of:  # only a profile whose event was missed is news
         fact = profile_fact(ctx.catalog.latest_timeseries(dataset_urn, DatasetProfileClass))
@@ -179,31 +242,41 @@ def _judge(
             or covered.judged(fact.run_id)
         ):
             counts.skipped += 1
-            return
-        result, error = judge_fact(covered, dataset_urn, fact, ctx, runs)
-        _count(counts, result, error)
-        return
-    run_id = f"scheduled-{iso(slot)}"
-    if covered.judged(run_id):
+            return []
+        run = _Run(covered, dataset_urn, fact.run_id, fact.time_ms)
+        return _due(run, fact.facts, ctx, counts, runs)
+    run = _Run(covered, dataset_urn, f"scheduled-{iso(slot)}", now_ms, as_of_ms=now_ms)
+    if covered.judged(run.run_id):
         counts.skipped += 1
-        return
+        return []
     operation = ctx.catalog.latest_timeseries(dataset_urn, OperationClass)
     if control.reads_data():
         result, error = _on_latest_snapshot(covered, dataset_urn, operation, ctx, now_ms)
-    else:
-        last_update = None
-        if operation is not None:
-            last_update = operation.lastUpdatedTimestamp or operation.timestampMillis
-        result, error = judge_recorded(
-            covered, dataset_urn, RecordedFacts(last_updated_ms=last_update), run_id, ctx,
-            as_of_ms=now_ms,
-        )  # fmt: skip
-    newest = (result.measures or {}).get("newest") if result is not None else None
-    record_run(
-        covered, dataset_urn, ctx, time_ms=now_ms, run_id=run_id, result=result, error=error,
-        incident_key=f"stale-since-{newest}", deferred=runs,
-    )  # fmt: skip
-    _count(counts, result, error)
+        run.record(ctx, result, error, counts, runs)
+        return []
+    last_update = None
+    if operation is not None:
+        last_update = operation.lastUpdatedTimestamp or operation.timestampMillis
+    return _due(run, RecordedFacts(last_updated_ms=last_update), ctx, counts, runs)
+
+
+def _due(
+    run: _Run,
+    facts: RecordedFacts,
+    ctx: HandlerContext,
+    counts: SweepCounts,
+    runs: list[MetadataChangeProposalWrapper],
+) -> list[_Due]:
+    """The judgement due on recorded facts; an ERROR run now when the earlier counts it
+    compares them with cannot be read."""
+    try:
+        judgement = on_recorded(
+            run.covered, run.dataset_urn, facts, run.run_id, ctx, as_of_ms=run.as_of_ms
+        )
+    except ReflexError as failure:
+        run.record(ctx, None, str(failure), counts, runs)
+        return []
+    return [_Due(run, judgement)]
 
 
 def _count(counts: SweepCounts, result: ControlResult | None, error: str | None) -> None:

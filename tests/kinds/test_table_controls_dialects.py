@@ -13,7 +13,15 @@ import pytest
 from sqlglot import exp
 
 from reflex_actions.engines.base import FileTarget
-from reflex_actions.executor import run_control
+from reflex_actions.engines.duckdb import DuckDBEngine
+from reflex_actions.errors import ReflexError
+from reflex_actions.executor import (
+    ControlResult,
+    OnRecorded,
+    run_control,
+    run_control_on_recorded,
+    run_controls_on_recorded,
+)
 from reflex_actions.kinds.missing_rows import VolumeControl
 from reflex_actions.kinds.schema_change import SchemaContractControl
 from reflex_actions.kinds.stale_data import FreshnessControl
@@ -150,3 +158,54 @@ def test_schema_contract_judges_the_described_types_whatever_the_reader(tmp_path
     assert (evaluation.rows_scanned, evaluation.violation_count) == (4, 1)
     assert evaluation.sample == [("amount", "BIGINT", "DECIMAL(9,2)")]
     assert len(engine.fetched) == 2  # the counts, then the sample as they failed
+
+
+# --- a slice judged on recorded facts ------------------------------------------------------------
+def test_a_slice_on_recorded_facts_is_judged_in_one_query_as_each_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sweep's slice: the same control on many tables' recorded facts is one query, each
+    table's result what judging it alone gives; another control is its own query; a table
+    without the fact it needs has its own error, the others their results."""
+    stale_after = FreshnessControl(max_age="2d")
+    volume = VolumeControl(min_rows=50, max_drop=0.5)
+    day = 24 * 3600 * 1000
+    judgements = [
+        OnRecorded(stale_after, RecordedFacts(last_updated_ms=AS_OF_MS - n * day), f"t{n}",
+                   as_of_ms=AS_OF_MS)
+        for n in range(5)
+    ] + [
+        OnRecorded(stale_after, RecordedFacts(), "never", as_of_ms=AS_OF_MS),
+        OnRecorded(volume, RecordedFacts(row_count=40), "small", (100, 90, 110)),
+        OnRecorded(volume, RecordedFacts(row_count=99), "normal", (100, 90, 110)),
+    ]  # fmt: skip
+    alone = []
+    for each in judgements:
+        try:
+            alone.append(
+                run_control_on_recorded(each.control, each.recorded, each.snapshot_id,
+                                        earlier_counts=each.earlier_counts, as_of_ms=each.as_of_ms)
+            )  # fmt: skip
+        except ReflexError as error:
+            alone.append(error)
+    fetched: list[str] = []
+    fetch = DuckDBEngine.fetch
+    monkeypatch.setattr(
+        DuckDBEngine,
+        "fetch",
+        lambda self, sql, params: fetched.append(sql) or fetch(self, sql, params),
+    )
+    together = run_controls_on_recorded(judgements)
+
+    assert len(fetched) == 2  # one for the five freshness runs, one for the two volume runs
+    assert all("LATERAL" in sql for sql in fetched)
+    assert [r.passed for r in together[:5]] == [True, True, True, False, False]  # type: ignore[union-attr]
+    assert isinstance(together[5], ReflexError) and "records no update" in str(together[5])
+    assert str(together[5]) == str(alone[5])
+    for one, other in zip(together, alone, strict=True):
+        if isinstance(one, ControlResult):
+            assert isinstance(other, ControlResult)
+            assert one.model_dump(exclude={"elapsed_ms"}) == other.model_dump(
+                exclude={"elapsed_ms"}
+            )
+    assert (together[6].violation_count, together[7].passed) == (10, True)  # type: ignore[union-attr]
