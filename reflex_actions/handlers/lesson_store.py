@@ -88,7 +88,7 @@ def _term_info(lesson: Lesson, title: str) -> GlossaryTermInfoClass:
         termSource="INTERNAL",
         parentNode=LESSONS_NODE,
         customProperties={
-            LESSON_PROPERTY: lesson.model_dump_json(),
+            LESSON_PROPERTY: lesson.record_json(),
             "reflex.incident": lesson.incident,
         },
     )

@@ -242,6 +242,9 @@ class ApprovedVersion(BaseModel):
     published_scope: list[str] = Field(default_factory=list)
     #: as stored: its report, field mappings and backtest are the lesson's own, kept once there
     kept_on_lesson: bool = False
+    #: as stored: its scope (and, for the version in force, where it was published) is the
+    #: lesson's published scope, kept once there: a scope may be as large as the estate
+    scope_on_lesson: bool = False
 
     def compact(self) -> ApprovedVersion:
         """What the list of versions keeps of it: what a rollback drafts again (its control
@@ -353,7 +356,19 @@ class Lesson(BaseModel):
 
     @model_validator(mode="after")
     def _approved_as_stored(self) -> Lesson:
-        """The version in force stored its report, mappings and backtest once, as the lesson's."""
+        """The version in force stored its report, mappings and backtest once, as the lesson's;
+        a version its scope, as the lesson's published scope."""
+        scope = self.published_scope
+        self.versions = [
+            v.model_copy(update={"scope": scope, "scope_on_lesson": False})
+            if v.scope_on_lesson
+            else v
+            for v in self.versions
+        ]
+        if self.approved is not None and self.approved.scope_on_lesson:
+            self.approved = self.approved.model_copy(
+                update={"scope": scope, "published_scope": scope, "scope_on_lesson": False}
+            )
         if self.approved is not None and self.approved.kept_on_lesson:
             self.approved = self.approved.model_copy(
                 update={
@@ -447,6 +462,30 @@ class Lesson(BaseModel):
         if self.revision is not None and self.revision.rollback_of is not None:
             kept.add(self.revision.rollback_of)
         return [v.compact() for v in self.versions if v.number in kept]
+
+    def record_json(self) -> str:
+        """The lesson as its term's record holds it: a version's scope that is the lesson's
+        published scope kept once, there (a scope may be as large as the estate); loading the
+        record gives it back."""
+        approved = self.approved
+        if approved is not None and approved.published_scope:
+            approved = self._scope_as_kept(approved)
+        versions = [self._scope_as_kept(v) for v in self.versions]
+        kept = self.model_copy(update={"approved": approved, "versions": versions})
+        return kept.model_dump_json()
+
+    def _scope_as_kept(self, version: ApprovedVersion) -> ApprovedVersion:
+        """The version with its scope (and where it was published, when it holds that) left
+        to the lesson when they are the lesson's published scope."""
+        if (
+            not self.published_scope
+            or version.scope != self.published_scope
+            or version.published_scope not in ([], self.published_scope)
+        ):
+            return version
+        return version.model_copy(
+            update={"scope": [], "published_scope": [], "scope_on_lesson": True}
+        )
 
     def _approved_as_kept(self, outcomes: int) -> ApprovedVersion | None:
         """The version in force as stored: its report, mappings and backtest left to the

@@ -99,8 +99,7 @@ def render_definition(lesson: Lesson, title: str) -> str:
     if lesson.report:
         lines += ["", lesson.report.rstrip()]
     if lesson.published_scope:
-        lines += ["", "#### Published on"]
-        lines += [f"- {escape(display_name(urn))}" for urn in lesson.published_scope]
+        lines += ["", "#### Published on", *_published_on(lesson)]
     if lesson.versions:
         lines += ["", *versions_section(lesson)]
     if lesson.recurrences:
@@ -124,6 +123,32 @@ def render_definition(lesson: Lesson, title: str) -> str:
             ]
         lines += [_decision_line(d) for d in lesson.decisions]
     return "\n".join(lines) + "\n"
+
+
+#: Datasets the page names of a scope, and of a version's scope in its table row: a scope
+#: may be as large as the estate, and the page is part of the lesson's bounded term.
+PAGE_DATASETS = 50
+CELL_DATASETS = 5
+
+
+def _published_on(lesson: Lesson) -> list[str]:
+    scope = lesson.published_scope
+    lines = [f"- {escape(display_name(urn))}" for urn in scope[:PAGE_DATASETS]]
+    if len(scope) > PAGE_DATASETS:
+        lines += [
+            "",
+            f"{len(scope):,} datasets in all; the first {PAGE_DATASETS} are above. On each "
+            f"of them, {code('reflex.coverage')} names this lesson and its Quality tab shows the "
+            "lesson's assertion.",
+        ]
+    return lines
+
+
+def _scope_cell(scope: list[str]) -> str:
+    named = ", ".join(display_name(urn) for urn in scope[:CELL_DATASETS])
+    if len(scope) <= CELL_DATASETS:
+        return named
+    return f"{len(scope):,} datasets: {named}, …"
 
 
 def _lifecycle_banner(lesson: Lesson) -> list[str]:
@@ -170,7 +195,7 @@ def versions_section(lesson: Lesson) -> list[str]:
     for version in lesson.versions:
         mark = " (in force)" if version.number == in_force else ""
         control = spec_line(version.control)
-        scope = ", ".join(display_name(urn) for urn in version.scope)
+        scope = _scope_cell(version.scope)
         lines.append(
             f"| {version.number}{mark} | {escape(version.actor)} | {iso(version.at)} "
             f"| {escape(version.origin)} | {code_cell(control)} | {escape(scope)} "

@@ -272,3 +272,31 @@ def test_a_resolved_recurrence_older_than_those_kept_changes_nothing(
     assert ctx.out.directives == []
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("keeps only its latest recurrences" in r.getMessage() for r in caplog.records)
+
+
+def test_a_scope_of_thousands_is_stored_once_and_the_page_names_a_few() -> None:
+    scope = [
+        f"urn:li:dataset:(urn:li:dataPlatform:postgres,shop.public.table_{n:05d},PROD)"
+        for n in range(3000)
+    ]
+    earlier = approved_version(1, scope=scope[:10], published_scope=scope[:10])
+    in_force = approved_version(2, scope=scope, published_scope=scope)
+    catalog = MemoryCatalog()
+    published = store_lesson(
+        catalog,
+        published_versions(0, versions=[earlier, in_force], approved=in_force,
+                           published_scope=scope, report=in_force.report,
+                           backtest=in_force.backtest, field_mappings=in_force.field_mappings),
+    )  # fmt: skip
+
+    term = _term(catalog)
+    raw = (term.customProperties or {})[LESSON_PROPERTY]
+    assert raw.count("table_02999") == 1  # the published scope, once: not again per version
+    assert term_bytes(term) <= MAX_TERM_BYTES
+    stored = _reloaded(catalog)
+    assert stored.approved == published.approved
+    assert [v.scope for v in stored.versions] == [scope[:10], scope]
+    page = term.definition or ""
+    assert "3,000 datasets in all; the first 50 are above" in page
+    assert "table_00049" in page and "table_00050" not in page
+    assert "| 3,000 datasets: shop.public.table_00000, " in page
