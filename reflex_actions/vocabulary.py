@@ -35,6 +35,15 @@ def display_name(urn: str) -> str:
     return urn.rsplit(":", 1)[-1]
 
 
+def names_of(urns: list[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``urns`` by name, with how many there are when that is more: a
+    line stays short whatever a scope's size."""
+    named = ", ".join(display_name(urn) for urn in urns[:shown])
+    if len(urns) <= shown:
+        return named
+    return f"{len(urns):,} datasets: {named}, …"
+
+
 def dataset_platform(urn: str) -> str:
     """A dataset urn's platform name (``snowflake``), or "" when the urn is not a dataset's."""
     if urn.startswith("urn:li:dataset:(urn:li:dataPlatform:"):

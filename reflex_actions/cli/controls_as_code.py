@@ -39,8 +39,11 @@ from reflex_actions.cli.output import EXIT_CHECK_FAILED, print_json, reports_bad
 from reflex_actions.cli.store import with_catalog
 from reflex_actions.controls import control_spec, parse_control_spec, spec_line
 from reflex_actions.errors import ControlSpecError, ReflexError
-from reflex_actions.handlers.lesson_store import LESSON_PREFIX, load_lesson, term_title
-from reflex_actions.handlers.publish import MAX_SCOPE
+from reflex_actions.handlers.lesson_store import (
+    LESSON_PREFIX,
+    load_lesson,
+    term_title,
+)
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.safe_files import Folder
@@ -93,8 +96,8 @@ class LessonFile(BaseModel):
     kind: str = ""
     root_cause: str = ""
     control: dict[str, Any]
-    #: at most what one version may be published on
-    scope: list[Urn] = Field(max_length=MAX_SCOPE)
+    #: bounded by the file's size (``MAX_FILE_CHARS``), below what a lesson's record holds
+    scope: list[Urn]
     version: int = Field(ge=1)
     approved_by: str | None = None
     approved_at: str | None = None

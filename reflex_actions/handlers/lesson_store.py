@@ -31,6 +31,11 @@ LESSON_PREFIX = "urn:li:glossaryTerm:reflex.lesson."
 #: DataHub's broker caps a message at 5 MB, and every change log of the term carries its
 #: previous value beside the new one.
 MAX_TERM_BYTES = 256 * 1024
+#: Most bytes a published scope takes in the lesson's record (once there: see
+#: ``Lesson.record_json``), leaving the rest of the term to its page, report and history.
+#: About 1,600 datasets named like ``urn:li:dataset:(urn:li:dataPlatform:postgres,db.schema.
+#: table,PROD)``; the page names the first few.
+MAX_SCOPE_BYTES = MAX_TERM_BYTES // 2
 #: The smallest share of its records a term keeps to stay within MAX_TERM_BYTES: one of each.
 MIN_SHARE = 1 / 256
 
@@ -97,6 +102,11 @@ def _term_info(lesson: Lesson, title: str) -> GlossaryTermInfoClass:
 def term_bytes(info: GlossaryTermInfoClass) -> int:
     """The term's size as an aspect's JSON, the way DataHub's emitter serialises it."""
     return len(json.dumps(pre_json_transform(info.to_obj())).encode())
+
+
+def scope_bytes(scope: list[str]) -> int:
+    """What ``scope`` takes in the lesson's record, as JSON."""
+    return len(json.dumps(scope).encode())
 
 
 def term_title(term: GlossaryTermInfoClass | None) -> str:

@@ -13,7 +13,13 @@ from reflex_actions.errors import ControlSpecError, ReflexError
 from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text, structured_values, term_title
+from reflex_actions.handlers.lesson_store import (
+    MAX_SCOPE_BYTES,
+    as_text,
+    scope_bytes,
+    structured_values,
+    term_title,
+)
 from reflex_actions.lessons.lifecycle import move
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
@@ -25,24 +31,24 @@ from reflex_actions.vocabulary import (
     LIFECYCLE,
     SCOPE,
     VERSION,
-    display_name,
+    names_of,
 )
 
 logger = logging.getLogger(__name__)
 
-#: Most datasets one version may be published on: each is an assertion, a coverage write and a
-#: backtested history, and a decision must finish well inside the consumer's poll interval.
-MAX_SCOPE = 1000
-
 
 def scope_refusal(scope: list[str]) -> str | None:
-    """Why a scope cannot be published, or None when it can."""
+    """Why a scope cannot be published, or None when it can. Its bound is what the lesson's
+    record can hold (``MAX_SCOPE_BYTES``), not a count: a scope of short names holds more."""
     if not scope:
         return "reflex.scope is empty: there is nothing to publish"
-    if len(scope) > MAX_SCOPE:
+    size = scope_bytes(scope)
+    if size > MAX_SCOPE_BYTES:
+        fits = len(scope) * MAX_SCOPE_BYTES // size
         return (
-            f"reflex.scope names {len(scope)} datasets; one version is published on at most "
-            f"{MAX_SCOPE}"
+            f"reflex.scope names {len(scope):,} datasets in {size:,} bytes; a lesson's record "
+            f"holds a scope of at most {MAX_SCOPE_BYTES:,} bytes (about {fits:,} datasets "
+            "named like these): split it into lessons, by domain or platform"
         )
     return None
 
@@ -103,7 +109,7 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
     if earlier is not None and set(scope) != set(earlier.scope):
         return (
             f"a rollback republishes version {earlier.number} exactly, on its scope: "
-            + ", ".join(display_name(urn) for urn in earlier.scope)
+            + names_of(earlier.scope)
             + "; approve that scope, and change it afterwards as a new version"
         )
     running = list(lesson.published_scope)  # the version in force until now, if any
@@ -117,11 +123,11 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
         lesson.in_force_since = change.time_ms
     lesson.gate_values.update({APPROVAL: "APPROVED", LIFECYCLE: "ACTIVE"})
     ctx.out.set_properties(lesson.urn, {LIFECYCLE: ["ACTIVE"], VERSION: [version.number]})
-    detail = f"version {version.number}; scope: " + ", ".join(
-        display_name(u) for u in lesson.published_scope
-    )
+    detail = f"version {version.number}; scope: {names_of(lesson.published_scope)}"
     if lesson.publish_skipped:
-        detail += "; not published: " + "; ".join(lesson.publish_skipped)
+        skipped = lesson.publish_skipped
+        detail += f"; not published on {len(skipped):,}: " + "; ".join(skipped[:5])
+        detail += ", …" if len(skipped) > 5 else ""
     lesson.record_decision("scope approved", change.stamp, detail)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s published (%s)", lesson.urn, detail)

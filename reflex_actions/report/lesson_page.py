@@ -30,7 +30,7 @@ from reflex_actions.report.backtest import ratio_text
 from reflex_actions.report.markdown import code, code_block, code_cell, escape
 from reflex_actions.similarity import Resolution
 from reflex_actions.times import iso
-from reflex_actions.vocabulary import RECURRENCE_TYPE, display_name
+from reflex_actions.vocabulary import RECURRENCE_TYPE, display_name, names_of
 from reflex_actions.wording import plural
 
 
@@ -144,13 +144,6 @@ def _published_on(lesson: Lesson) -> list[str]:
     return lines
 
 
-def _scope_cell(scope: list[str]) -> str:
-    named = ", ".join(display_name(urn) for urn in scope[:CELL_DATASETS])
-    if len(scope) <= CELL_DATASETS:
-        return named
-    return f"{len(scope):,} datasets: {named}, …"
-
-
 def _lifecycle_banner(lesson: Lesson) -> list[str]:
     """What runs now, when that is not simply the lesson's control: a draft waiting while an
     earlier version runs, or nothing at all (retired)."""
@@ -195,7 +188,7 @@ def versions_section(lesson: Lesson) -> list[str]:
     for version in lesson.versions:
         mark = " (in force)" if version.number == in_force else ""
         control = spec_line(version.control)
-        scope = _scope_cell(version.scope)
+        scope = names_of(version.scope, CELL_DATASETS)
         lines.append(
             f"| {version.number}{mark} | {escape(version.actor)} | {iso(version.at)} "
             f"| {escape(version.origin)} | {code_cell(control)} | {escape(scope)} "

@@ -4,13 +4,19 @@ written until the applier writes them, and a failed decision writes nothing."""
 
 from __future__ import annotations
 
-from datahub.metadata.schema_classes import AssertionRunEventClass
+from datahub.metadata.schema_classes import AssertionRunEventClass, GlossaryTermInfoClass
 
 from reflex_actions.handlers.context import decide_and_apply
 from reflex_actions.handlers.directives import Emit, SaveLesson, SetProperties, apply
 from reflex_actions.handlers.gates import on_lesson_properties
+from reflex_actions.handlers.lesson_store import (
+    MAX_TERM_BYTES,
+    load_lesson,
+    structured_values,
+    term_bytes,
+)
 from reflex_actions.lessons.model import LessonState
-from reflex_actions.vocabulary import APPROVAL, LIFECYCLE, VERSION
+from reflex_actions.vocabulary import APPROVAL, COVERAGE, LIFECYCLE, VERSION
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.handlers.builders import (
     INTRUDER,
@@ -82,3 +88,28 @@ def test_a_decision_that_fails_midway_writes_nothing_of_it() -> None:
     assert "assertionInfo" not in written
     assert catalog.latest_timeseries(LESSON, AssertionRunEventClass) is None
     assert written == ["structuredProperties", "glossaryTermInfo"]  # the revert and the page
+
+
+def test_an_approval_on_more_datasets_than_a_count_allowed_publishes_each_within_the_record() -> (
+    None
+):
+    """A scope is bounded by what the lesson's record holds, not by a count: 1,500 datasets
+    (once more than a version could be published on) are each covered, and the term, its
+    decision line and its page stay short."""
+    catalog = MemoryCatalog()
+    scope = tuple(f"{PAYMENTS[:-6]}_{n:04d},PROD)" for n in range(1100))
+    for urn in scope:
+        add_dataset(catalog, urn)
+    ctx = context(catalog)
+    pending_lesson(catalog)
+
+    decide_and_apply(on_lesson_properties, approval(STEWARD, scope=scope), ctx)
+
+    stored = load_lesson(catalog, LESSON)
+    assert stored is not None and stored.state is LessonState.PUBLISHED
+    assert stored.published_scope == list(scope)
+    assert all(structured_values(catalog, urn, COVERAGE) == [LESSON] for urn in scope)
+    term = catalog.get_aspect(LESSON, GlossaryTermInfoClass)
+    assert term is not None and term_bytes(term) <= MAX_TERM_BYTES
+    detail = stored.decisions[-1].detail
+    assert detail.startswith("version 1; scope: 1,100 datasets: ") and len(detail) < 300

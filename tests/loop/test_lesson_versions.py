@@ -15,6 +15,7 @@ from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.demo.run import INTRUDER, STEWARD, Demo
 from reflex_actions.handlers.assertions import CONTROL_PROPERTY, assertion_urn
+from reflex_actions.handlers.lesson_store import MAX_SCOPE_BYTES, scope_bytes
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import (
     APPROVAL,
@@ -272,7 +273,7 @@ def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None
     store = store_of(published.workdir)
     first = stored_lesson(store, PAYMENTS_LESSON)
     huge = [
-        f"urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.t{i},PROD)" for i in range(1001)
+        f"urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.t{i},PROD)" for i in range(2000)
     ]
 
     published.catalog.set_structured_properties(PAYMENTS_LESSON, {SCOPE: huge}, STEWARD)
@@ -280,7 +281,10 @@ def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None
 
     lesson = stored_lesson(store, PAYMENTS_LESSON)
     assert lesson.state is LessonState.PUBLISHED and lesson.revision is None
-    assert "at most 1000" in lesson.decisions[-1].detail
+    assert (
+        f"names 2,000 datasets in {scope_bytes(huge):,} bytes; a lesson's record holds a scope "
+        f"of at most {MAX_SCOPE_BYTES:,} bytes"
+    ) in lesson.decisions[-1].detail
     assert first.approved is not None
     assert sorted(map(str, property_values(store, PAYMENTS_LESSON, SCOPE))) == sorted(
         first.approved.scope
