@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -25,11 +26,17 @@ from reflex_actions.cli.output import (
     print_json,
     reports_bad_input,
 )
-from reflex_actions.cli.targets import TargetOptions, table_options
+from reflex_actions.cli.targets import TargetOptions, referenced_table, table_options
 from reflex_actions.controls import Control, load_control_spec
 from reflex_actions.controls.base import validate_column_name
 from reflex_actions.engines import DEFAULT_ENGINE, open_engine
-from reflex_actions.engines.base import DeltaTarget, Engine, IcebergTarget
+from reflex_actions.engines.base import (
+    DeltaTarget,
+    Engine,
+    FileTarget,
+    IcebergTarget,
+    TableTarget,
+)
 from reflex_actions.errors import ReflexError
 from reflex_actions.report.backtest import render_html, render_markdown
 from reflex_actions.safe_files import check_file, write_file
@@ -54,17 +61,65 @@ def _below(value: float | None, threshold: float | None) -> bool:
     return threshold is not None and (value is None or value < threshold)
 
 
-def _reference_histories(control: Control, folder: Path | None) -> dict[str, History]:
-    """The parent's history a referencing control is backtested against (by its urn)."""
+def _check_reference(
+    control: Control,
+    folder: Path | None,
+    table: str | None,
+    child: TargetOptions,
+    partition_column: str | None,
+) -> None:
+    """Refuse a parent that cannot be paired, before anything is read: a referencing control
+    is backtested against the history given (``--reference-history`` or ``--reference-table``)
+    or, on a table's partitions, the referenced dataset's table partitioned alike."""
     target = control.referenced()
-    if target is None and folder is not None:
-        raise ReflexError(f"--reference-history: a {control.type} control references no dataset")
-    if target is not None and folder is None:
+    given = "--reference-history" if folder is not None else "--reference-table"
+    if folder is not None and table is not None:
+        raise ReflexError("--reference-history and --reference-table name two parents: give one")
+    if target is None:
+        if folder is not None or table is not None:
+            raise ReflexError(f"{given}: a {control.type} control references no dataset")
+        return
+    on_partitions = child.table is not None and partition_column is not None
+    if table is not None and not on_partitions:
+        raise ReflexError(
+            "--reference-table pairs a table's partitions: give --table with --partition-column"
+        )
+    if folder is None and not on_partitions:
         raise ReflexError(
             f"{control.type} checks values against {target.dataset}: give its history as "
             "--reference-history DIR"
         )
-    return {target.dataset: load_history(folder)} if target and folder else {}
+
+
+def _reference_histories(
+    engine: Engine,
+    control: Control,
+    folder: Path | None,
+    table: str | None,
+    child: TargetOptions,
+    partition_column: str | None,
+) -> dict[str, History]:
+    """The parent's history (by its urn), as ``_check_reference`` allowed it: on a table's
+    partitions, the parent table's partitions of the same column, paired by value, as
+    ``control run`` and landing pair a partition with the parent's same one."""
+    target = control.referenced()
+    if target is None:
+        return {}
+    if folder is not None:
+        return {target.dataset: load_history(folder)}
+    if table is not None:  # read as the child's --table is: a table, or a file when embedded
+        parent = replace(child, table=table).target(engine)
+    else:
+        parent = referenced_table(control)
+        if not isinstance(child.target(engine), TableTarget) or parent is None:
+            raise ReflexError(
+                f"{control.type} checks values against {target.dataset}, which the "
+                f"{engine.name} engine names no table of: give its history as "
+                "--reference-history DIR, or its table as --reference-table"
+            )
+    assert partition_column is not None and isinstance(parent, (TableTarget, FileTarget))
+    history = partition_history(engine, parent, partition_column, dataset=target.dataset)
+    return {target.dataset: history}
 
 
 @contextmanager
@@ -145,6 +200,11 @@ def _table_history(
     help="The referenced (parent) dataset's history, for a control checked against one: each "
     "snapshot is paired with the parent's of the same id, or its latest one before it.",
 )
+@click.option(
+    "--reference-table",
+    help="With --table and --partition-column: the referenced (parent) dataset's table on the "
+    "same engine, its partitions paired by value (default: the referenced dataset's name).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--report", "report_path", type=click.Path(path_type=Path), help="Write an HTML report."
@@ -169,6 +229,7 @@ def backtest_command(
     partition_column: str | None,
     labels: Path | None,
     reference_history: Path | None,
+    reference_table: str | None,
     as_json: bool,
     report_path: Path | None,
     sample_size: int,
@@ -188,7 +249,7 @@ def backtest_command(
             "no history given: --history DIR, or a table (--table with --partition-column, "
             "--iceberg, --delta)"
         )
-    references = _reference_histories(control, reference_history)
+    _check_reference(control, reference_history, reference_table, targets, partition_column)
     if report_path is not None:
         with _writing_report(report_path):  # refused before the backtest runs, not after it
             check_file(report_path)
@@ -196,6 +257,9 @@ def backtest_command(
         loaded = [load_history(folder) for folder in histories]
         if targets.given:
             loaded.append(_table_history(engine, targets, partition_column, labels))
+        references = _reference_histories(
+            engine, control, reference_history, reference_table, targets, partition_column
+        )
         report: BacktestReport = backtest(
             control,
             loaded,

@@ -18,7 +18,7 @@ from reflex_actions.cli.output import (
     print_json,
     reports_bad_input,
 )
-from reflex_actions.cli.targets import TargetOptions, target_options
+from reflex_actions.cli.targets import TargetOptions, referenced_table, target_options
 from reflex_actions.controls import Control, load_control_spec
 from reflex_actions.controls.base import MAX_COUNT, validate_column_name
 from reflex_actions.engines import open_engine
@@ -41,7 +41,6 @@ from reflex_actions.sql import (
     shown_sql,
 )
 from reflex_actions.times import now_ms, parse_instant
-from reflex_actions.vocabulary import display_name
 from reflex_actions.wording import plural
 
 #: Parameters bound to files at run time, not shown as values.
@@ -101,25 +100,18 @@ def _shown_relation(control_spec: Control, dialect: str, table: str | None) -> R
         return shown_relation()
     if table is None:
         raise ReflexError(f"--dialect {dialect} reads a table: give it with --table NAME")
-    parent = _referenced_table(control_spec)
+    parent = referenced_table(control_spec)
     return Relation(
         source=table_source(TableTarget(table)),
         reference=Relation(source=table_source(parent)) if parent is not None else None,
     )
 
 
-def _referenced_table(control_spec: Control) -> TableTarget | None:
-    """The referenced (parent) dataset's table on the engine the child's table is read on, as
-    landing pairs them: its urn's name; None for a control that references no dataset."""
-    target = control_spec.referenced()
-    return TableTarget(display_name(target.dataset)) if target is not None else None
-
-
 def _default_parent(control_spec: Control, child: Target) -> ReferenceSnapshot | None:
     """The parent a table is checked against when none is given: the referenced dataset's
     table (its partition of the same value, when the child is one partition), as landing
     reads it; None for a child that is no engine's table (a file, an Iceberg or Delta table)."""
-    parent = _referenced_table(control_spec)
+    parent = referenced_table(control_spec)
     if parent is None or not isinstance(child, TableTarget):
         return None
     if child.partition_column is None:

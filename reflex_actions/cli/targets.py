@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -30,6 +30,10 @@ from reflex_actions.engines.base import (
     Target,
 )
 from reflex_actions.errors import ReflexError
+from reflex_actions.vocabulary import display_name
+
+if TYPE_CHECKING:
+    from reflex_actions.controls import Control
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
@@ -134,6 +138,13 @@ def _with_options(command: _Command, names: tuple[str, ...]) -> _Command:
     for name in reversed(names):
         decorated = _OPTIONS[name](decorated)
     return decorated
+
+
+def referenced_table(control: Control) -> TableTarget | None:
+    """The referenced (parent) dataset's table on the engine the child's table is read on, as
+    landing pairs them: its urn's name; None for a control that references no dataset."""
+    target = control.referenced()
+    return TableTarget(display_name(target.dataset)) if target is not None else None
 
 
 def open_target(options: TargetOptions) -> tuple[Engine, Target]:

@@ -120,3 +120,30 @@ def test_a_table_is_checked_against_the_referenced_dataset_s_table_by_default(
     code, given = run(spec, *table, "--reference-table", "shop.all_customers")
     assert code == 1 and [row["missing_parent_value"] for row in given["sample"]] == ["C1", "C3"]
     assert given["reference"]["snapshot"] == "shop.all_customers"
+
+    # backtest pairs the partitions the same way: each day of payments against the same day
+    # of the referenced dataset's table, or of --reference-table's
+    def backtest(*more: str) -> tuple[int, dict]:
+        result = CliRunner().invoke(
+            cli, ["backtest", str(spec), *table, "--partition-column", "day", *more, "--json"]
+        )
+        return result.exit_code, json.loads(result.output)
+
+    code, history = backtest()
+    assert code == 0, history
+    assert [(o["snapshot_id"], o["violation_count"]) for o in history["per_snapshot"]] == [
+        ("d1", 1),  # C2 is no d1 customer
+        ("d2", 1),  # customers has no d2: an empty partition, as landing judges it
+    ]
+    assert [o["checked_against"] for o in history["per_snapshot"]] == [
+        f"{CUSTOMERS} d1 (the same partition)", f"{CUSTOMERS} d2 (the same partition)",
+    ]  # fmt: skip
+    create_table(
+        postgres_server, ("shop", "customers_by_day"),
+        [{"customer_id": c, "day": d} for c, d in (("C1", "d1"), ("C2", "d1"), ("C1", "d2"))],
+    )  # fmt: skip
+    code, given = backtest("--reference-table", "shop.customers_by_day")
+    assert code == 0, given
+    assert [o["violation_count"] for o in given["per_snapshot"]] == [0, 1]
+    code, refused = backtest("--reference-table", "shop.customers", "--reference-history", ".")
+    assert code == 2 and "name two parents" in refused["error"]
