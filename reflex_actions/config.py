@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import string
 from pathlib import Path
 
 from datahub.utilities.urns.dataset_urn import DatasetUrn
@@ -58,6 +59,31 @@ def dataset_folder(template: str, dataset_urn: str, **fields: str) -> str | None
     return template.format(name=urn.name, platform=platform, **fields)
 
 
+#: What ``dataset_folder`` fills in a history folder's template, and in a landing locator's.
+FOLDER_FIELDS = ("name", "platform")
+LOCATOR_FIELDS = (*FOLDER_FIELDS, "snapshot_id")
+
+
+def validate_template(template: str, fields: tuple[str, ...]) -> str:
+    """``template`` when each of its ``{...}`` is one of ``fields``, plainly: refused at load,
+    not at the first event it would fail (a typo) or the first it would let through (a
+    ``{name.__class__}`` reaching into an object)."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise ValueError(f"{safe_excerpt(template)}: {error}") from None
+    for _, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if field not in fields or spec or conversion:
+            shown = ", ".join(f"{{{name}}}" for name in fields)
+            raise ValueError(
+                f"{safe_excerpt('{' + field + '}')} is not a field it fills: it fills {shown}, "
+                "each as it is"
+            )
+    return template
+
+
 class HistoriesConfig(_Strict):
     """Where each dataset's snapshot history lives: ``root / folder``, the folder named as
     :func:`dataset_folder` names it (``{platform}/{name}`` for a platform level). Datasets
@@ -82,6 +108,11 @@ class HistoriesConfig(_Strict):
     @classmethod
     def _a_column(cls, value: str | None) -> str | None:
         return None if value is None else validate_column_name(value)
+
+    @field_validator("folder")
+    @classmethod
+    def _a_folder_template(cls, value: str) -> str:
+        return validate_template(value, FOLDER_FIELDS)
 
     @field_validator("delta_root", mode="before")
     @classmethod
@@ -125,6 +156,11 @@ class LandingConfig(_Strict):
 
     allowed_roots: list[Path] = Field(default_factory=list)
     locator: str | None = None
+
+    @field_validator("locator")
+    @classmethod
+    def _a_locator_template(cls, value: str | None) -> str | None:
+        return None if value is None else validate_template(value, LOCATOR_FIELDS)
 
 
 class ScheduleConfig(_Strict):

@@ -5,6 +5,7 @@ item 9)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from datahub.metadata.schema_classes import AssertionRunEventClass, OperationCla
 
 from reflex_actions.backtest.engine import backtest
 from reflex_actions.backtest.history import load_history
-from reflex_actions.config import LandingConfig
+from reflex_actions.config import HistoriesConfig, LandingConfig
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import LANDING_FOLDER, PAYMENTS_INCIDENT
@@ -144,3 +145,23 @@ def test_a_landing_under_a_glob_named_folder_reads_nothing_outside_the_root(
     assert runs[0].result is not None and runs[0].result.rowCount == 3
     assert "OUTSIDE-SECRET" not in repr(runs[0])
     assert incidents_b(store_of(published.workdir), LEDGER) == {}
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("{nam}/{snapshot_id}.parquet", "'{nam}' is not a field it fills"),
+        ("{name.__class__}/x.parquet", "'{name.__class__}' is not a field it fills"),
+        ("{name!r}/x.parquet", "'{name}' is not a field it fills"),
+        ("{0}/x.parquet", "'{0}' is not a field it fills"),
+        ("{name/x.parquet", "expected '}' before end of string"),
+    ],
+)
+def test_a_template_is_refused_at_load_naming_the_field(template: str, problem: str) -> None:
+    """A locator or history folder that would fail at its first event (a typo) or reach into
+    an object (``{name.__class__}``) is bad config, said when the config is read."""
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        LandingConfig(locator=template)
+    with pytest.raises(ValueError, match=re.escape("it fills {name}, {platform}, each")):
+        HistoriesConfig(folder="{platform}/{snapshot_id}")
+    assert LandingConfig(locator="{platform}/{name}/{snapshot_id}.parquet").locator
