@@ -7,8 +7,8 @@ Usage::
 
 The store (built once and cached in ``--data-dir``; the rows publishing writes, see ``build``):
 N datasets covered by freshness lessons of
-1,000 datasets each (a lesson's scope is at most 1,000 datasets, so N / 1,000 lessons approved
-as a team would), none with a recorded update (every sweep judges, and fails, each one:
+1,000 datasets each (N / 1,000 lessons approved as a team would; a scope is bounded by the
+lesson record's ``MAX_SCOPE_BYTES``, about 1,600 urns of these names), none with a recorded update (every sweep judges, and fails, each one:
 the heaviest sweep there is), and a uniqueness lesson on one more dataset whose landing is
 measured.
 
@@ -74,7 +74,7 @@ from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS
 
 GENERATOR_VERSION = 2
-PER_LESSON = 1000  # a lesson's largest scope
+PER_LESSON = 1000  # within a lesson's largest scope (MAX_SCOPE_BYTES)
 BATCH = 2000  # aspects per emit() while building
 FRESHNESS = {"type": "freshness", "max_age": "26h"}
 UNIQUENESS = {"type": "uniqueness", "field": "transaction_id"}
