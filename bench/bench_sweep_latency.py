@@ -6,10 +6,10 @@ Usage::
     python bench/bench_sweep_latency.py [--datasets 100000] [--landings 5] [--data-dir bench/data]
 
 The store (built once and cached in ``--data-dir``; the rows publishing writes, see ``build``):
-N datasets covered by freshness lessons of
-1,000 datasets each (N / 1,000 lessons approved as a team would; a scope is bounded by the
-lesson record's ``MAX_SCOPE_BYTES``, about 1,600 urns of these names), none with a recorded update (every sweep judges, and fails, each one:
-the heaviest sweep there is), and a uniqueness lesson on one more dataset whose landing is
+N datasets covered by freshness lessons of 1,000 datasets each (N / 1,000 lessons approved as
+a team would; a scope is bounded by the lesson record's ``MAX_SCOPE_BYTES``, about 1,600 urns
+of these names), none with a recorded update (every sweep judges, and fails, each one: the
+heaviest sweep there is), and a uniqueness lesson on one more dataset whose landing is
 measured.
 
 Measured, in one process, with the action as the pipeline runs it (``ReflexAction``, its
