@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.executor import run_control
+from tests.conformance.dialect_rendering import RecordingEngine
 from tests.conftest import write_snapshot
 
 ROWS = [
@@ -47,3 +50,33 @@ def test_empty_snapshot_passes_with_zero_rows(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path / "empty.parquet", [], columns=["k"])
     result = run_control(UniquenessControl(field="k"), path)
     assert (result.passed, result.rows_scanned, result.violation_count) == (True, 0, 0)
+
+
+@pytest.mark.parametrize("fields", [["k"], ["k", "part"]])
+def test_on_parquet_a_check_scans_once_and_agrees_with_the_two_step_check(
+    tmp_path: Path, fields: list[str]
+) -> None:
+    """The footer's count, then one query whose plan reads the file once: its groups give the
+    violation count (all of them, beyond the sample) and the sample, NULL keys never counted;
+    a CSV (counted by reading it) gives the same answer through the counts then the sample."""
+    rows = [{"k": None if i % 5 == 0 else f"k{i % 7}", "part": 1} for i in range(40)]
+    parquet = write_snapshot(tmp_path / "s.parquet", rows)
+    csv = write_snapshot(tmp_path / "s.csv", rows)
+    control = UniquenessControl(fields=fields)
+    engine = RecordingEngine()
+    once = run_control(control, parquet, engine=engine, sample_size=2)
+    twice = run_control(control, csv, sample_size=2)
+
+    assert (once.violation_count, once.rows_scanned, once.passed) == (25, 40, False)
+    assert (twice.violation_count, twice.rows_scanned) == (25, 40)
+    assert [r["occurrences"] for r in once.sample] == [r["occurrences"] for r in twice.sample]
+    assert [r["key"]["k"] for r in once.sample] == [r["key"]["k"] for r in twice.sample]
+    counts, sample = engine.fetched
+    assert "GROUP BY" not in counts and "DISTINCT" not in counts and "LIMIT" in sample
+    plan = "\n".join(
+        row[1]
+        for row in engine.connection.execute(
+            f"EXPLAIN {sample}", {"snapshot": str(parquet)}
+        ).fetchall()
+    )
+    assert plan.count("READ_PARQUET") == 1, plan
