@@ -20,6 +20,7 @@ import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
@@ -77,8 +78,16 @@ Text = Annotated[str, Strict(), StringConstraints(max_length=MAX_VALUE_CHARS)]
 VALUE_AS_TEXT = "CAST({column} AS VARCHAR)"
 TEXT_AS_NUMBER = "TRY_CAST({text} AS DOUBLE)"
 
-TEXT = exp.DataType.build("VARCHAR")
-DOUBLE = exp.DataType.build("DOUBLE")
+
+@cache
+def _built_type(name: str) -> exp.DataType:
+    return exp.DataType.build(name, dialect="duckdb")
+
+
+def _type(name: str) -> exp.DataType:
+    """A new node of the type DuckDB calls ``name``, built once on first use: importing a kind
+    imports no sqlglot (a run whose SQL was rendered before builds no tree)."""
+    return _built_type(name).copy()
 
 
 #: DuckDB's integer types and the values they hold.
@@ -140,10 +149,10 @@ class Value:
         itself: its Parquet statistics leave NaNs out and DuckDB prunes by them
         (duckdb/duckdb#25521), so a filter on it can miss a NaN row, outside every range."""
         field = column(name)
-        text = exp.Cast(this=field.copy(), to=TEXT.copy())
+        text = exp.Cast(this=field.copy(), to=_type("VARCHAR"))
         if column_type in INTEGER_RANGES or DECIMAL_TYPE.fullmatch(column_type or ""):
-            return cls(field, text, exp.Cast(this=field.copy(), to=DOUBLE.copy()))
-        return cls(field, text, exp.TryCast(this=text.copy(), to=DOUBLE.copy(), safe=True))
+            return cls(field, text, exp.Cast(this=field.copy(), to=_type("DOUBLE")))
+        return cls(field, text, exp.TryCast(this=text.copy(), to=_type("DOUBLE"), safe=True))
 
 
 class FieldValuesControl(Control):
@@ -290,11 +299,10 @@ class ValueRangeControl(FieldValuesControl):
         params = {name: float(bound) for name, bound in bounds.items()}
         native = native_number_type(column_type, list(bounds.values()))
         if native is not None:
-            own_type = exp.DataType.build(native, dialect="duckdb")
             outside = [
                 (exp.LT if name == "min" else exp.GT)(
                     this=value.column.copy(),
-                    expression=exp.Cast(this=param(name), to=own_type.copy()),
+                    expression=exp.Cast(this=param(name), to=_type(native)),
                 )
                 for name in params
             ]

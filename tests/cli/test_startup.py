@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -45,12 +47,20 @@ NEVER_NEEDED = ("datahub", "litellm", "pandas")
 
 
 def imported_by(
-    tmp_path: Path, statement: str, *args: str | Path, site: Path | None = None
+    tmp_path: Path,
+    statement: str,
+    *args: str | Path,
+    site: Path | None = None,
+    environ: dict[str, str] | None = None,
 ) -> tuple[int, set[str]]:
     """Exit code and imported modules of one fresh process running ``statement`` (with the
-    distributions in ``site`` installed, when given)."""
+    distributions in ``site`` installed, when given, and ``environ`` set)."""
     report = tmp_path / "modules.json"
-    env = {**os.environ, "PYTHONPATH": str(site)} if site is not None else None
+    env = {
+        **os.environ,
+        **({"PYTHONPATH": str(site)} if site is not None else {}),
+        **(environ or {}),
+    }
     subprocess.run(
         [sys.executable, "-c", PROBE, str(report), statement, *map(str, args)],
         cwd=REPO,
@@ -200,6 +210,36 @@ def test_a_control_run_again_on_a_snapshot_of_the_same_shape_imports_no_sqlglot(
     assert first_code == again_code == 1
     assert "sqlglot.generators.duckdb" in first
     assert loaded(again, "sqlglot") == []
+
+
+def test_defining_every_kind_imports_no_sqlglot(tmp_path: Path) -> None:
+    """A kind builds its trees when it compiles a control: loading every kind's module (what
+    knowing the control types takes) imports no sqlglot."""
+    code, modules = imported_by(
+        tmp_path, "from reflex_actions.controls import known_controls; known_controls()"
+    )
+    assert code == 0
+    assert "reflex_actions.kinds.invalid_values" in modules  # every built-in kind was loaded
+    assert loaded(modules, "sqlglot") == []
+
+
+def test_a_kind_s_control_run_again_imports_neither_sqlglot_nor_the_datahub_sdk(
+    tmp_path: Path,
+) -> None:
+    """A ``value_range`` on a DOUBLE column, run again on a snapshot of the same shape, reads
+    its SQL from the store: its kind's module is loaded, sqlglot and the DataHub SDK are not.
+    (``pydantic.json_schema`` is: pydantic imports it to define any model, a control's too.)"""
+    snapshot = tmp_path / "amounts.parquet"
+    pq.write_table(pa.table({"amount": pa.array([5.0, -1.0, float("nan"), None])}), snapshot)
+    spec = tmp_path / "range.yaml"
+    spec.write_text("type: value_range\nfield: amount\nmin: 0\nmax: 100\n")
+    args = ["control", "run", spec, "--snapshot", snapshot, "--json"]
+    store = {"REFLEX_CACHE_DIR": str(tmp_path / "cache")}
+    first_code, first = imported_by(tmp_path, RUN_CLI, *args, environ=store)
+    again_code, again = imported_by(tmp_path, RUN_CLI, *args, environ=store)
+    assert first_code == again_code == 1  # -1 and the NaN are outside [0, 100]
+    assert "sqlglot" in first and "reflex_actions.kinds.invalid_values" in again
+    assert loaded(again, "sqlglot", "datahub") == []
 
 
 #: Runs the CLI with the arguments after its first, and at exit, after every atexit handler the
