@@ -6,7 +6,10 @@ types whatever DuckDB's sniffer would guess.
 
 DuckDB reads a path as a glob pattern and ``key=value`` folders as columns; Reflex reads exactly
 the one file it checked, so paths reach DuckDB with their glob characters escaped, hive
-partitioning off, and the files a pattern names are checked to be that file alone.
+partitioning off, and the files a pattern names are checked to be that file alone. A Parquet
+file's floating columns are read as possibly holding NaNs (``can_have_nan``): its statistics
+leave NaNs out, by the format's spec, and DuckDB would otherwise prune the row groups of a filter
+a NaN meets by them (duckdb/duckdb#25521), or drop a filter the statistics say every row meets.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def reader_call(snapshot_format: SnapshotFormat, parameter: str, *, many: bool =
     tagged with its file in :data:`FILE_COLUMN`.
     """
     arguments = [f"${parameter}", "hive_partitioning = false"]
+    if snapshot_format == "parquet":
+        arguments += ["can_have_nan = true"]
     if snapshot_format == "csv":
         arguments += ["header = true", "all_varchar = true"]
     if many:
@@ -141,6 +146,7 @@ class SnapshotFile:
             params={parameter: self.pattern},
             types=dict(types or {}),
             text_only=self.format == "csv",
+            filters_see_nans=True,  # the reader is told NaNs may hide from the statistics
             row_count_is_free=self.format == "parquet",  # a footer holds it
         )
 

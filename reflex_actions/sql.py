@@ -162,6 +162,10 @@ class Relation:
     earlier_counts: tuple[int, ...] = ()
     #: True when the reader reads every column as text (CSV): its types say nothing of the data
     text_only: bool = False
+    #: True when a filter on a FLOAT or DOUBLE column sees every NaN row: the engine prunes by
+    #: no statistics that leave NaNs out (Parquet's do, by its spec; Spark prunes by them), so
+    #: a control may compare such a column in its own type
+    filters_see_nans: bool = False
     #: the time the control is judged at (epoch milliseconds), for a control judging age
     as_of_ms: int | None = None
     #: what the catalog records of the table, for a control judged on metadata alone

@@ -74,7 +74,9 @@ class DuckDBEngine(Engine):
         self._registered[parameter] = name
         source = exp.select(exp.Star()).from_(exp.to_identifier(name, quoted=True))
         described = self.fetch(f"DESCRIBE {source.sql(dialect=self.dialect)}", {})
-        return Relation(source=source, types={row[0]: row[1] for row in described})
+        types = {row[0]: row[1] for row in described}
+        # an Arrow table in memory has no statistics: DuckDB's own filter sees every row
+        return Relation(source=source, types=types, filters_see_nans=True)
 
     def fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         import duckdb

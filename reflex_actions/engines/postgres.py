@@ -213,7 +213,8 @@ class PostgresEngine(Engine):
         missing = [name for name in needed_columns(target, required) if name not in types]
         if missing:
             raise SchemaDriftError(target.shown[:300], missing, list(types))
-        whole = Relation(source=table_source(target, parts), types=types)
+        # PostgreSQL orders a NaN above every number and prunes by no statistics leaving it out
+        whole = Relation(source=table_source(target, parts), types=types, filters_see_nans=True)
         return partition_of(whole, target, parameter)
 
     def _column_types(self, target: TableTarget, parts: list[str]) -> dict[str, str]:

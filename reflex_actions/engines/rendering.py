@@ -195,6 +195,7 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
         tuple(sorted(relation.types.items())),
         relation.earlier_counts is not None,
         relation.text_only,
+        relation.filters_see_nans,
         relation.as_of_ms is not None,
         None
         if recorded is None

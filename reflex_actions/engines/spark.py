@@ -239,6 +239,7 @@ class SparkEngine(Engine):
         missing = [name for name in needed_columns(target, required) if name not in types]
         if missing:
             raise SchemaDriftError(target.shown[:300], missing, list(types))
+        # not filters_see_nans: Spark prunes Parquet row groups by statistics that leave NaNs out
         whole = Relation(source=source, types=types, text_only=text_only)
         return partition_of(whole, target, parameter)
 

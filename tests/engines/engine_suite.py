@@ -120,6 +120,34 @@ class BaseEngineConformance:
         ]
         assert _judged(actual) == _judged(expected)
 
+    @pytest.mark.parametrize(
+        ("spec", "violations", "shown"),
+        [
+            ({"type": "value_range", "max": 3}, 1, ["nan"]),  # a NaN is above every number...
+            ({"type": "value_range", "min": 5}, 2, ["1.0", "3.0"]),  # ... so below no minimum
+            ({"type": "accepted_values", "values": [1, 3]}, 1, ["nan"]),
+        ],
+        ids=["max", "min", "accepted"],
+    )
+    def test_a_nan_in_a_double_column_is_judged_as_duckdb_judges_it_on_parquet(
+        self,
+        engine: Engine,
+        tmp_path: Path,
+        spec: dict[str, Any],
+        violations: int,
+        shown: list[str],
+    ) -> None:
+        """A DOUBLE column's NaN, left out of a Parquet file's statistics (min 1, max 3),
+        counts as on DuckDB, whether the engine compares the column natively or by its text
+        (each engine spells its numbers' text its own way: the sample is read as numbers)."""
+        rows = [{"amount": amount} for amount in [1.0, float("nan"), 3.0, None]]
+        control = parse_control_spec({**spec, "field": "amount"})
+        expected = run_control(control, write_snapshot(tmp_path / "doubles.parquet", rows))
+        actual = run_control(control, self.load_table("doubles", rows, ["amount"]), engine=engine)
+        for result in (expected, actual):
+            assert (result.rows_scanned, result.violation_count) == (4, violations)
+            assert [repr(float(row["value"])) for row in result.sample] == shown
+
     @staticmethod
     def _on_parquet(
         control: Control,

@@ -30,6 +30,7 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonState
 from reflex_actions.similarity import SimilarityQuery
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.sql import ControlQuery, Relation, exp
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.kind_suite import BaseLessonKindConformance
@@ -249,6 +250,19 @@ def test_a_value_range_is_the_same_on_typed_parquet_and_text_csv(tmp_path: Path)
     assert result_of(spec, parquet)[:2] == result_of(spec, csv)[:2] == (4, 2)
 
 
+def casts_in_filters(query: ControlQuery) -> set[str]:
+    """The casts of a column in a compiled control's WHERE clauses (a bound value cast to the
+    column's type is none): what every row read pays before it is compared."""
+    trees = [tree for tree in (query.counts, query.sample) if tree is not None]
+    wheres = [where for tree in trees for where in tree.find_all(exp.Where)]
+    return {
+        cast.sql("duckdb")
+        for where in wheres
+        for cast in where.find_all(exp.Cast)
+        if cast.find(exp.Column) is not None
+    }
+
+
 TYPED_AMOUNTS = {
     "DECIMAL(18,2)": pa.array(
         [Decimal(v) if v else None for v in ["-1.00", "0.00", "10.50", "10.51", "250.00", None]],
@@ -265,18 +279,18 @@ TYPED_AMOUNTS = {
 @pytest.mark.parametrize(
     ("bounds", "native"),
     [
-        ({"min": 0, "max": 10.5}, {"DECIMAL(18,2)"}),  # 10.5 is no integer
-        ({"min": 0, "max": 250}, {"DECIMAL(18,2)", "BIGINT"}),  # 250 > TINYINT's 127
-        ({"max": 10.505}, set()),  # three decimals: more than DECIMAL(18,2) holds
-        ({"min": -1}, {"DECIMAL(18,2)", "BIGINT", "TINYINT"}),  # a NaN DOUBLE is below nothing
+        ({"min": 0, "max": 10.5}, {"DECIMAL(18,2)", "DOUBLE"}),  # 10.5 is no integer
+        ({"min": 0, "max": 250}, {"DECIMAL(18,2)", "BIGINT", "DOUBLE"}),  # 250 > TINYINT's 127
+        ({"max": 10.505}, {"DOUBLE"}),  # three decimals: more than DECIMAL(18,2) holds
+        ({"min": -1}, set(TYPED_AMOUNTS)),  # a NaN DOUBLE is below nothing
     ],
 )
 def test_a_typed_column_is_compared_in_its_own_type_only_when_that_changes_nothing(
     tmp_path: Path, column_type: str, bounds: dict[str, float], native: set[str]
 ) -> None:
-    """A numeric Parquet column is compared natively (the filter reaches the scan) when its
-    integer or DECIMAL type holds the bounds exactly; either way the counts are those of its
-    values read as DOUBLEs from a CSV's text (a NaN is outside every range)."""
+    """A numeric Parquet column is compared natively, its filter casting no row, when it is a
+    DOUBLE or its integer or DECIMAL type holds the bounds exactly; either way the counts are
+    those of its values read as DOUBLEs from a CSV's text."""
     values = TYPED_AMOUNTS[column_type]
     parquet = tmp_path / "typed.parquet"
     pq.write_table(pa.table({"amount": values}), parquet)
@@ -284,10 +298,66 @@ def test_a_typed_column_is_compared_in_its_own_type_only_when_that_changes_nothi
     csv = write_snapshot(tmp_path / "text.csv", [{"amount": v} for v in texts])
     spec = {"type": "value_range", "field": "amount", **bounds}
     assert result_of(spec, parquet)[:2] == result_of(spec, csv)[:2]
-    control = parse_control_spec(spec)
     relation = SnapshotFile(parquet, "parquet").relation(types={"amount": column_type})
-    sql = control.compile(relation).shown(relation)
-    assert ("AS DOUBLE" not in sql) == (column_type in native), sql
+    casts = casts_in_filters(parse_control_spec(spec).compile(relation))
+    assert (casts == set()) == (column_type in native), casts
+
+
+@pytest.mark.usefixtures("kind_installed")
+@pytest.mark.parametrize(
+    ("spec", "violations", "shown"),
+    [
+        ({"type": "value_range", "max": 3}, 1, ["nan"]),  # a NaN is above every number...
+        ({"type": "value_range", "min": 0, "max": 3}, 1, ["nan"]),
+        ({"type": "value_range", "min": 5}, 2, ["1.0", "3.0"]),  # ... so below no minimum
+        ({"type": "accepted_values", "values": [1, 3]}, 1, ["nan"]),
+    ],
+)
+def test_a_double_column_compared_natively_counts_a_nan_as_its_text_does(
+    tmp_path: Path, spec: dict[str, Any], violations: int, shown: list[str]
+) -> None:
+    """A DOUBLE Parquet column is compared natively although its statistics leave the NaN out
+    (min 1, max 3): DuckDB is told so, and prunes no row group a NaN meets a filter in, nor
+    drops a filter every counted number meets. Its CSV text, still read as DOUBLEs, counts
+    alike."""
+    parquet = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"amount": pa.array([1.0, float("nan"), 3.0, None])}), parquet)
+    csv = write_snapshot(tmp_path / "d.csv", [{"amount": a} for a in ["1.0", "nan", "3.0", None]])
+    spec = {**spec, "field": "amount"}
+    for path in (parquet, csv):
+        rows, count, sample = result_of(spec, path)
+        assert (rows, count, [row["value"] for row in sample]) == (4, violations, shown), path
+    control = parse_control_spec(spec)
+    on_parquet = SnapshotFile(parquet, "parquet").relation(types={"amount": "DOUBLE"})
+    on_csv = SnapshotFile(csv, "csv").relation(types={"amount": "VARCHAR"})
+    assert casts_in_filters(control.compile(on_parquet)) == set()
+    assert casts_in_filters(control.compile(on_csv)) != set()
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_a_double_is_read_as_its_text_where_a_filter_may_miss_a_nan() -> None:
+    """An engine whose filters prune by statistics that leave NaNs out (Spark on Parquet) reads
+    a DOUBLE's text as a DOUBLE, as for a type it does not know."""
+    control = parse_control_spec({"type": "value_range", "field": "amount", "max": 3})
+    unknown = control.compile(Relation.of("SELECT * FROM t"))
+    pruned = control.compile(Relation.of("SELECT * FROM t", types={"amount": "DOUBLE"}))
+    seen = Relation.of("SELECT * FROM t", types={"amount": "DOUBLE"}, filters_see_nans=True)
+    assert casts_in_filters(pruned) == casts_in_filters(unknown) != set()
+    assert casts_in_filters(control.compile(seen)) == set()
+
+
+@pytest.mark.usefixtures("kind_installed")
+def test_a_float_is_read_as_its_text_the_double_nearest_to_it_is_another_number(
+    tmp_path: Path,
+) -> None:
+    """A FLOAT's text is its shortest spelling (0.1), not the DOUBLE it widens to
+    (0.10000000149...): compared natively, 0.1 would be above a maximum of 0.1."""
+    parquet = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"ratio": pa.array([0.1, 0.5], pa.float32())}), parquet)
+    spec = {"type": "value_range", "field": "ratio", "max": 0.1}
+    assert result_of(spec, parquet) == (2, 1, [{"value": "0.5", "occurrences": 1}])
+    relation = SnapshotFile(parquet, "parquet").relation(types={"ratio": "FLOAT"})
+    assert casts_in_filters(parse_control_spec(spec).compile(relation)) != set()
 
 
 @pytest.mark.usefixtures("kind_installed")
