@@ -1,0 +1,172 @@
+"""Benchmark ``datahub-reflex control run`` per control type against a hand-written DuckDB script.
+
+Usage::
+
+    python bench/bench_control_types.py [--rows 10000000] [--repeat 7] [--tree DIR ...]
+
+One deterministic Parquet snapshot (generated once by DuckDB into ``--data-dir``) holds two
+DOUBLE columns: ``amount`` (cents as a DOUBLE, 0 to 50,000, a negative one in every 5,003 rows
+and one above 50,000 in every 20,011) and ``vat_rate`` (0, 0.05, 0.1 or 0.2, and 0.15 in every
+10,007 rows). The control types run on it:
+
+- ``value_range``: ``amount`` in [0, 50000];
+- ``accepted_values``: ``vat_rate`` is one of 0, 0.05, 0.1, 0.2.
+
+Each run is a whole process, as a scheduler starts one: Reflex's ``control run SPEC --snapshot
+FILE --json`` (its SQL read from the rendered store the warm-up run filled, in the bench's own
+``REFLEX_CACHE_DIR``), and a hand-written script importing DuckDB that counts the violating rows
+and, the check failing, lists the 5 most frequent offending values as text (what Reflex's
+sample shows). Both must give the planted count and the same sample. Runs alternate round by
+round, the order reversed every other round; the median wall times and Reflex's ratio to the
+script are printed, with the load average before and after. ``--tree`` (repeatable) runs the
+CLI of another working tree too, e.g. a ``git archive`` of an earlier commit, in the same
+rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+CLI = "import sys; from reflex_actions.cli.main import cli; sys.argv[0] = 'datahub-reflex'; "
+CLI += "sys.exit(cli())"
+GENERATOR_VERSION = 1  # bump when the generated data changes, to invalidate the cache
+MAX_AMOUNT = 50_000
+RATES = (0, 0.05, 0.1, 0.2)
+SPECS: dict[str, dict[str, Any]] = {
+    "value_range": {"type": "value_range", "field": "amount", "min": 0, "max": MAX_AMOUNT},
+    "accepted_values": {"type": "accepted_values", "field": "vat_rate", "values": list(RATES)},
+}
+#: the hand-written script's column and condition for each control (this script's constants)
+HAND_CONDITIONS = {
+    "value_range": ('"amount"', '"amount" < 0 OR "amount" > 50000'),
+    "accepted_values": ('"vat_rate"', '"vat_rate" NOT IN (0, 0.05, 0.1, 0.2)'),
+}
+HAND_SCRIPT = """
+import json, sys
+import duckdb
+path, column, condition = sys.argv[1:4]
+con = duckdb.connect()
+where = f"FROM read_parquet($path) WHERE {condition}"
+(count,), = con.execute(f"SELECT count(*) {where}", {"path": path}).fetchall()
+sample = con.execute(
+    f"SELECT CAST({column} AS VARCHAR) AS value, count(*) AS n {where} "
+    "GROUP BY value ORDER BY n DESC, value LIMIT 5", {"path": path}
+).fetchall() if count else []
+print(json.dumps({"count": count, "sample": [[v, n] for v, n in sample]}))
+"""
+
+
+def planted(rows: int) -> dict[str, int]:
+    below = len(range(0, rows, 5003))
+    above = len([i for i in range(7, rows, 20011) if i % 5003])
+    return {"value_range": below + above, "accepted_values": len(range(3, rows, 10007))}
+
+
+def ensure_snapshot(data_dir: Path, rows: int) -> Path:
+    import duckdb
+
+    path = data_dir / f"control-types-{rows}-v{GENERATOR_VERSION}.parquet"
+    if path.exists():
+        return path
+    data_dir.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    duckdb.sql(
+        f"""COPY (
+        SELECT
+            CASE WHEN i % 5003 = 0 THEN -1.0 - (hash(i) % 1000) / 100.0
+                 WHEN i % 20011 = 7 THEN {MAX_AMOUNT} + 1.0 + (hash(i) % 1000) / 100.0
+                 ELSE (hash(i) % {MAX_AMOUNT * 100}) / 100.0 END::DOUBLE AS amount,
+            CASE WHEN i % 10007 = 3 THEN 0.15
+                 ELSE [0, 0.05, 0.1, 0.2][(hash(i * 7) % 4)::BIGINT + 1] END::DOUBLE AS vat_rate
+        FROM range({rows}) AS r(i)
+    ) TO '{partial}' (FORMAT parquet)"""
+    )
+    partial.rename(path)
+    return path
+
+
+def reflex_answer(output: str) -> dict[str, Any]:
+    result = json.loads(output)
+    sample = [[row["value"], row["occurrences"]] for row in result["sample"]]
+    return {"count": result["violation_count"], "sample": sample}
+
+
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{command[:4]} failed: {done.stderr[-2000:]}")
+    return elapsed, done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "reflex-bench"
+    )
+    parser.add_argument("--tree", type=Path, action="append", help="a working tree to run")
+    args = parser.parse_args()
+    snapshot = ensure_snapshot(args.data_dir, args.rows)
+    trees = [tree.resolve() for tree in args.tree or [REPO]]
+    expected = planted(args.rows)
+    cache = Path(tempfile.mkdtemp(prefix="reflex-bench-cache-"))
+    specs = {}
+    for name, spec in SPECS.items():
+        specs[name] = cache / f"{name}.json"  # JSON is YAML
+        specs[name].write_text(json.dumps(spec))
+    commands: dict[str, tuple[list[str], dict[str, str], Path]] = {}
+    for name in SPECS:
+        column, condition = HAND_CONDITIONS[name]
+        hand = [PYTHON, "-c", HAND_SCRIPT, str(snapshot), column, condition]
+        commands[f"{name}: hand DuckDB"] = (hand, dict(os.environ), REPO)
+        for tree in trees:
+            env = {
+                **os.environ,
+                "PYTHONPATH": str(tree),
+                "REFLEX_CACHE_DIR": str(cache / tree.name),
+            }
+            run = [PYTHON, "-c", CLI, "control", "run", str(specs[name]), "--snapshot"]
+            commands[f"{name}: reflex ({tree.name})"] = ([*run, str(snapshot), "--json"], env, tree)
+    print(f"snapshot {snapshot} ({args.rows:,} rows); load before {os.getloadavg()}")
+    answers: dict[str, dict[str, Any]] = {}
+    for label, (command, env, cwd) in commands.items():  # warm-up: OS cache, Reflex's store
+        _, output = timed(command, env, cwd)
+        if "hand" in label:
+            answers[label] = json.loads(output)
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    for round_number in range(args.repeat):
+        labels = list(commands) if round_number % 2 == 0 else list(reversed(commands))
+        for label in labels:
+            elapsed, output = timed(*commands[label])
+            answer = json.loads(output) if "hand" in label else reflex_answer(output)
+            name = label.split(":")[0]
+            if answer["count"] != expected[name]:
+                raise SystemExit(f"{label}: {answer['count']} violations, not {expected[name]}")
+            hand = answers.setdefault(f"{name}: hand DuckDB", answer)
+            if answer["sample"] != hand["sample"]:
+                raise SystemExit(f"{label}: sample {answer['sample']}, not {hand['sample']}")
+            times[label].append(elapsed)
+    print(f"load after {os.getloadavg()}; {args.repeat} rounds, median wall time (s)")
+    for label, values in times.items():
+        name = label.split(":")[0]
+        hand = statistics.median(times[f"{name}: hand DuckDB"])
+        median = statistics.median(values)
+        print(f"  {label:<48} {median:7.3f}  {median / hand:5.2f}x the script")
+
+
+if __name__ == "__main__":
+    main()
