@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -66,6 +67,31 @@ def test_a_control_runs_on_one_delta_version(tmp_path: Path) -> None:
     ]
     assert results[1].sample == [{"key": {"transaction_id": "t1"}, "occurrences": 2}]
     assert results[1].snapshot == f"delta:{path}@v1"
+
+
+@pytest.mark.parametrize(
+    ("bounds", "violations", "shown"),
+    [({"max": 3}, 1, ["nan"]), ({"min": 5}, 2, ["1.0", "3.0"])],  # a NaN is above every number
+)
+def test_a_delta_version_s_doubles_are_compared_natively_a_nan_counted_as_on_parquet(
+    tmp_path: Path, bounds: dict[str, int], violations: int, shown: list[str]
+) -> None:
+    """An Arrow table has no statistics to hide a NaN from DuckDB's filter: a DOUBLE column is
+    compared in its own type and counts as its text read as a DOUBLE does."""
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "amounts")
+    write_deltalake(path, pa.table({"amount": pa.array([1.0, float("nan"), 3.0, None])}))
+    control = parse_control_spec({"type": "value_range", "field": "amount", **bounds})
+    engine = DuckDBEngine()
+    try:
+        relation = engine.relation(DeltaTarget(path, 0), control.required_columns())
+        result = run_control(control, DeltaTarget(path, 0), engine=engine)
+    finally:
+        engine.close()
+    assert relation.types == {"amount": "DOUBLE"} and relation.filters_see_nans
+    assert (result.rows_scanned, result.violation_count) == (4, violations)
+    assert [row["value"] for row in result.sample] == shown
 
 
 def test_only_the_columns_a_control_names_are_read(
