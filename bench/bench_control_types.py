@@ -7,10 +7,13 @@ Usage::
 One deterministic Parquet snapshot (generated once by DuckDB into ``--data-dir``) holds two
 DOUBLE columns: ``amount`` (cents as a DOUBLE, 0 to 50,000, a negative one in every 5,003 rows
 and one above 50,000 in every 20,011) and ``vat_rate`` (0, 0.05, 0.1 or 0.2, and 0.15 in every
-10,007 rows). The control types run on it:
+10,007 rows), and a text key ``transaction_id`` (``txn-<row>``, a retry repeating the row
+before it in every 1,009). The control types run on it:
 
 - ``value_range``: ``amount`` in [0, 50000];
-- ``accepted_values``: ``vat_rate`` is one of 0, 0.05, 0.1, 0.2.
+- ``accepted_values``: ``vat_rate`` is one of 0, 0.05, 0.1, 0.2;
+- ``uniqueness``: ``transaction_id`` identifies one row (the script: one GROUP BY returning
+  the duplicated keys, their total beyond the first the count).
 
 Each run is a whole process, as a scheduler starts one: Reflex's ``control run SPEC --snapshot
 FILE --json`` (its SQL read from the rendered store the warm-up run filled, in the bench's own
@@ -40,17 +43,19 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 CLI = "import sys; from reflex_actions.cli.main import cli; sys.argv[0] = 'datahub-reflex'; "
 CLI += "sys.exit(cli())"
-GENERATOR_VERSION = 1  # bump when the generated data changes, to invalidate the cache
+GENERATOR_VERSION = 2  # bump when the generated data changes, to invalidate the cache
 MAX_AMOUNT = 50_000
 RATES = (0, 0.05, 0.1, 0.2)
 SPECS: dict[str, dict[str, Any]] = {
     "value_range": {"type": "value_range", "field": "amount", "min": 0, "max": MAX_AMOUNT},
     "accepted_values": {"type": "accepted_values", "field": "vat_rate", "values": list(RATES)},
+    "uniqueness": {"type": "uniqueness", "field": "transaction_id"},
 }
 #: the hand-written script's column and condition for each control (this script's constants)
 HAND_CONDITIONS = {
     "value_range": ('"amount"', '"amount" < 0 OR "amount" > 50000'),
     "accepted_values": ('"vat_rate"', '"vat_rate" NOT IN (0, 0.05, 0.1, 0.2)'),
+    "uniqueness": ('"transaction_id"', ""),
 }
 HAND_SCRIPT = """
 import json, sys
@@ -65,12 +70,27 @@ sample = con.execute(
 ).fetchall() if count else []
 print(json.dumps({"count": count, "sample": [[v, n] for v, n in sample]}))
 """
+UNIQUE_SCRIPT = """
+import json, sys
+import duckdb
+path, column = sys.argv[1:3]
+duplicated = duckdb.connect().execute(
+    f"SELECT {column}, count(*) AS n FROM read_parquet($path) GROUP BY {column} "
+    "HAVING count(*) > 1 ORDER BY n DESC, 1", {"path": path}
+).fetchall()
+count = sum(n - 1 for _, n in duplicated)
+print(json.dumps({"count": count, "sample": [[v, n] for v, n in duplicated[:5]]}))
+"""
 
 
 def planted(rows: int) -> dict[str, int]:
     below = len(range(0, rows, 5003))
     above = len([i for i in range(7, rows, 20011) if i % 5003])
-    return {"value_range": below + above, "accepted_values": len(range(3, rows, 10007))}
+    return {
+        "value_range": below + above,
+        "accepted_values": len(range(3, rows, 10007)),
+        "uniqueness": len(range(1, rows, 1009)),
+    }
 
 
 def ensure_snapshot(data_dir: Path, rows: int) -> Path:
@@ -88,7 +108,8 @@ def ensure_snapshot(data_dir: Path, rows: int) -> Path:
                  WHEN i % 20011 = 7 THEN {MAX_AMOUNT} + 1.0 + (hash(i) % 1000) / 100.0
                  ELSE (hash(i) % {MAX_AMOUNT * 100}) / 100.0 END::DOUBLE AS amount,
             CASE WHEN i % 10007 = 3 THEN 0.15
-                 ELSE [0, 0.05, 0.1, 0.2][(hash(i * 7) % 4)::BIGINT + 1] END::DOUBLE AS vat_rate
+                 ELSE [0, 0.05, 0.1, 0.2][(hash(i * 7) % 4)::BIGINT + 1] END::DOUBLE AS vat_rate,
+            'txn-' || CASE WHEN i % 1009 = 1 THEN i - 1 ELSE i END AS transaction_id
         FROM range({rows}) AS r(i)
     ) TO '{partial}' (FORMAT parquet)"""
     )
@@ -98,7 +119,10 @@ def ensure_snapshot(data_dir: Path, rows: int) -> Path:
 
 def reflex_answer(output: str) -> dict[str, Any]:
     result = json.loads(output)
-    sample = [[row["value"], row["occurrences"]] for row in result["sample"]]
+    sample = [
+        [row["value"] if "value" in row else next(iter(row["key"].values())), row["occurrences"]]
+        for row in result["sample"]
+    ]
     return {"count": result["violation_count"], "sample": sample}
 
 
@@ -131,7 +155,8 @@ def main() -> None:
     commands: dict[str, tuple[list[str], dict[str, str], Path]] = {}
     for name in SPECS:
         column, condition = HAND_CONDITIONS[name]
-        hand = [PYTHON, "-c", HAND_SCRIPT, str(snapshot), column, condition]
+        script = UNIQUE_SCRIPT if name == "uniqueness" else HAND_SCRIPT
+        hand = [PYTHON, "-c", script, str(snapshot), column, condition]
         commands[f"{name}: hand DuckDB"] = (hand, dict(os.environ), REPO)
         for tree in trees:
             env = {
