@@ -30,6 +30,7 @@ from reflex_actions.handlers.versions import (
     rollback_asked,
     version_shown,
 )
+from reflex_actions.lessons.lifecycle import judged_at, open_approval
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.vocabulary import (
     APPROVAL,
@@ -130,7 +131,7 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
         if lesson.state is LessonState.REJECTED:
             logger.info("lesson %s was rejected: %s ignored", lesson.urn, decision.name)
             continue
-        lesson.judged = change.position or lesson.judged
+        judged_at(lesson, change.position)
         reason = ctx.refusal(change.actor, lesson.urn)
         if reason is None:
             mark, before = ctx.out.mark(), lesson.model_copy(deep=True)
@@ -149,8 +150,7 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
 def _open_approval(lesson: Lesson, ctx: HandlerContext) -> None:
     """Reflex's own PENDING reached the event log after the report: from here on, an approval
     decides on a report that exists. Approvals earlier in the log are refused."""
-    if lesson.state is LessonState.PENDING_APPROVAL and not lesson.approval_open:
-        lesson.approval_open = True
+    if open_approval(lesson):
         ctx.out.save_lesson(lesson)
         logger.info("lesson %s: open for approval", lesson.urn)
 

@@ -20,6 +20,7 @@ from reflex_actions.handlers.lesson_store import (
 )
 from reflex_actions.lessons.drafting import draft_lesson
 from reflex_actions.lessons.facts import IncidentFacts, dated_failures
+from reflex_actions.lessons.lifecycle import drafted_on
 from reflex_actions.lessons.model import IncidentText, RecurrenceResolution
 from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE, ROOT_CAUSE_STATUS
 
@@ -65,7 +66,7 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         histories=ctx.history_for,
     )
     lesson = draft_lesson(lesson_urn, text, facts, ctx.proposer)
-    lesson.dated_failures = dated
+    drafted_on(lesson, dated)
     actor = ctx.config.service_actor
     # Workflow properties first, the term info last: a lesson is complete once its info exists,
     # so a crash in between is finished by the redelivered event.

@@ -28,6 +28,7 @@ from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.handlers.run_controls import published_lessons
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.kinds.base import OwnerChange, Trigger
+from reflex_actions.lessons.lifecycle import owner_decided, propose_owner
 from reflex_actions.lessons.model import Lesson, OwnershipProposal
 from reflex_actions.report.markdown import escape
 from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
@@ -110,9 +111,10 @@ def _raise_recurrence(
         ctx.out.set_properties(
             dataset.urn, {PROPOSED_OWNER: [remedy.owner], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]}
         )
-        lesson.ownership_proposals[dataset.urn] = OwnershipProposal(
+        proposal = OwnershipProposal(
             owner=remedy.owner, type=remedy.ownership_type, reason=remedy.reason, incident=incident
         )
+        propose_owner(lesson, dataset.urn, proposal)
     ctx.out.save_lesson(lesson)
     logger.info("incident %s: %s, after %s left", incident, dataset.name, change.urn)
 
@@ -146,7 +148,7 @@ def on_ownership_decision(
     else:
         detail = f"proposed owner {owner or proposal.owner} for {display_name(change.urn)} "
         detail += "rejected"
-    del lesson.ownership_proposals[change.urn]
+    owner_decided(lesson, change.urn)
     decision = "ownership change " + ("approved" if approved else "rejected")
     lesson.record_decision(decision, change.stamp, detail)
     ctx.out.save_lesson(lesson)

@@ -12,8 +12,8 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import control_yaml
 from reflex_actions.kinds import kind_for_pattern
-from reflex_actions.lessons.lifecycle import move
-from reflex_actions.lessons.model import BacktestSummary, Lesson, LessonState
+from reflex_actions.lessons import lifecycle
+from reflex_actions.lessons.model import BacktestSummary, Lesson
 from reflex_actions.report import markdown
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.report.lesson_page import learning_section, proposal_report, scope_summary
@@ -52,16 +52,14 @@ def propose(lesson: Lesson, ctx: HandlerContext, scope: list[str] | None = None)
     if scope is None:
         scope = [lesson.source_dataset, *(c.urn for c in resolution.recommended)]
     scope = list(dict.fromkeys(scope))
-    backtest_section, lesson.backtest = _backtest_section(
+    backtest_section, backtest = _backtest_section(
         lesson, control, resolution, mappings, scope, ctx
     )
-    lesson.report = proposal_report(
+    report = proposal_report(
         shown_sql(control.compile(shown_relation())), resolution, backtest_section
     )
-    lesson.field_mappings = mappings
-    move(lesson, LessonState.PENDING_APPROVAL)
-    lesson.gate_values[APPROVAL] = "PENDING"
-    lesson.approval_open = False  # until Reflex's PENDING below reaches the event log
+    # approval opens once Reflex's PENDING below reaches the event log
+    lifecycle.propose(lesson, backtest=backtest, report=report, field_mappings=mappings)
     ctx.out.save_lesson(lesson)
     values = {APPROVAL: ["PENDING"], SCOPE: scope}
     if lesson.revision is not None:  # what is approved is the draft: show it where it is edited

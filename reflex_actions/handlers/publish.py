@@ -20,12 +20,11 @@ from reflex_actions.handlers.lesson_store import (
     structured_values,
     term_title,
 )
-from reflex_actions.lessons.lifecycle import move
+from reflex_actions.lessons.lifecycle import publish
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
 from reflex_actions.vocabulary import (
-    APPROVAL,
     CONTROL_SPEC,
     COVERAGE,
     LIFECYCLE,
@@ -113,15 +112,10 @@ def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
             + "; approve that scope, and change it afterwards as a new version"
         )
     running = list(lesson.published_scope)  # the version in force until now, if any
-    _publish(lesson, scope, ctx)
-    withdraw(lesson, [urn for urn in running if urn not in lesson.published_scope], ctx)
-    move(lesson, LessonState.PUBLISHED)
-    version = _approved_version(lesson, control, scope, change)
-    lesson.versions.append(version)
-    lesson.approved, lesson.revision = version, None
-    if lesson.in_force_since is None:
-        lesson.in_force_since = change.time_ms
-    lesson.gate_values.update({APPROVAL: "APPROVED", LIFECYCLE: "ACTIVE"})
+    published, skipped = _publish(lesson, scope, ctx)
+    withdraw(lesson, [urn for urn in running if urn not in published], ctx)
+    version = _approved_version(lesson, control, scope, change, published)
+    publish(lesson, version, skipped=skipped, at_ms=change.time_ms)
     ctx.out.set_properties(lesson.urn, {LIFECYCLE: ["ACTIVE"], VERSION: [version.number]})
     detail = f"version {version.number}; scope: {names_of(lesson.published_scope)}"
     if lesson.publish_skipped:
@@ -143,7 +137,11 @@ def _rolled_back(lesson: Lesson) -> ApprovedVersion | None:
 
 
 def _approved_version(
-    lesson: Lesson, control: dict[str, object], scope: list[str], change: AspectChange
+    lesson: Lesson,
+    control: dict[str, object],
+    scope: list[str],
+    change: AspectChange,
+    published: list[str],
 ) -> ApprovedVersion:
     """The version this approval makes: what was approved, by whom, on what backtest."""
     revision = lesson.revision
@@ -159,7 +157,7 @@ def _approved_version(
         backtest=lesson.backtest,
         report=lesson.report,
         field_mappings=lesson.field_mappings,
-        published_scope=lesson.published_scope,
+        published_scope=published,
     )
 
 
@@ -189,9 +187,10 @@ def _judge_repeated_approval(lesson: Lesson, change: AspectChange, scope: list[s
     )
 
 
-def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
-    """An assertion and coverage on every scoped dataset the control fits; the rest is listed
-    with the reason. Every write is idempotent, so a crash midway is finished on redelivery."""
+def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> tuple[list[str], list[str]]:
+    """An assertion and coverage on every scoped dataset the control fits: those datasets,
+    and the others, each with the reason. Every write is idempotent, so a crash midway is
+    finished on redelivery."""
     actor = ctx.config.service_actor
     source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     published, skipped = [], []
@@ -211,8 +210,7 @@ def _publish(lesson: Lesson, scope: list[str], ctx: HandlerContext) -> None:
         if lesson.urn not in covered:
             ctx.out.set_properties(urn, {COVERAGE: [*covered, lesson.urn]})
         published.append(urn)
-    lesson.published_scope = published
-    lesson.publish_skipped = skipped
+    return published, skipped
 
 
 def withdraw(lesson: Lesson, datasets: list[str], ctx: HandlerContext) -> None:

@@ -16,7 +16,14 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
 from reflex_actions.kinds import kind_for_control
-from reflex_actions.lessons.lifecycle import awaits_confirmation, can_move, move
+from reflex_actions.lessons.lifecycle import (
+    awaits_confirmation,
+    can_move,
+    confirm,
+    fail,
+    refuse_confirmation,
+    reject,
+)
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.patterns import UNKNOWN_PATTERN
@@ -63,14 +70,9 @@ def _confirm(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str |
             pattern = _pattern_of(spec_text)
         control = parse_steward_control(spec_text, pattern, source, ctx.catalog)
     except ControlSpecError as error:
-        lesson.validation_error = str(error)
+        refuse_confirmation(lesson, str(error))
         return str(error)
-    lesson.failure_pattern = pattern
-    lesson.root_cause = root_cause
-    lesson.control = control_spec(control)
-    lesson.validation_error = None
-    move(lesson, LessonState.CONFIRMED)
-    lesson.gate_values[ROOT_CAUSE_STATUS] = "CONFIRMED"
+    confirm(lesson, failure_pattern=pattern, root_cause=root_cause, control=control_spec(control))
     lesson.record_decision("root cause confirmed", change.stamp, dump_control_yaml(control).strip())
     ctx.out.save_lesson(lesson)
     return None
@@ -85,8 +87,7 @@ def _propose(lesson: Lesson, ctx: HandlerContext) -> str | None:
         raise
     except ReflexError as error:
         reason = f"the confirmed control could not be backtested: {error}"
-        move(lesson, LessonState.ERROR, error=reason)
-        lesson.gate_values[ROOT_CAUSE_STATUS] = "PROPOSED"  # so confirming again is a transition
+        fail(lesson, reason)
         return reason
     return None
 
@@ -104,8 +105,7 @@ def on_root_cause_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerCon
         )
     if not can_move(lesson, LessonState.REJECTED) or lesson.state is LessonState.REJECTED:
         return None
-    move(lesson, LessonState.REJECTED)
-    lesson.gate_values[ROOT_CAUSE_STATUS] = "REJECTED"
+    reject(lesson, ROOT_CAUSE_STATUS)
     lesson.record_decision("lesson rejected", change.stamp)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s rejected by %s; nothing will be published", lesson.urn, change.actor)

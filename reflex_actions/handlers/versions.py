@@ -23,7 +23,12 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
 from reflex_actions.handlers.publish import event_control, scope_refusal, withdraw
-from reflex_actions.lessons.lifecycle import move
+from reflex_actions.lessons.lifecycle import (
+    draft_revision,
+    refuse_revision,
+    reject,
+    retire,
+)
 from reflex_actions.lessons.model import Lesson, LessonState, Revision
 from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.vocabulary import (
@@ -164,13 +169,13 @@ def on_version_edit(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -
         )
     except ControlSpecError as error:
         return f"the edited control is not valid: {error}"
-    lesson.control = control_spec(control)
-    lesson.revision = Revision(
+    revision = Revision(
         origin=f"edited by {change.actor}",
         requested_by=change.actor,
         at=change.time_ms,
         resume=_resume_state(lesson),
     )
+    draft_revision(lesson, control_spec(control), revision)
     _draft(lesson, scope, change, ctx)
     return None
 
@@ -196,14 +201,14 @@ def on_rollback(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
         parse_control_spec(earlier.control)  # its control type may be gone since
     except ControlSpecError as error:
         return f"version {number}'s control cannot be used any more: {error}"
-    lesson.control = earlier.control
-    lesson.revision = Revision(
+    revision = Revision(
         origin=f"rollback to version {number} by {change.actor}",
         requested_by=change.actor,
         at=change.time_ms,
         rollback_of=number,
         resume=_resume_state(lesson),
     )
+    draft_revision(lesson, earlier.control, revision)
     _draft(lesson, earlier.scope, change, ctx)
     return None
 
@@ -233,23 +238,17 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
             "it was never published, so there is nothing to retire: reject it instead "
             "(reflex.approval or reflex.rootCauseStatus REJECTED)"
         )
-    withdrawn = list(lesson.published_scope)
+    withdrawn, proposals = list(lesson.published_scope), list(lesson.ownership_proposals)
     withdraw(lesson, withdrawn, ctx)
-    _drop_draft(lesson)
-    lesson.published_scope, lesson.in_force_since = [], None
-    move(lesson, LessonState.RETIRED)
-    lesson.gate_values[LIFECYCLE] = "RETIRED"
+    retire(lesson)
     ctx.out.set_properties(lesson.urn, in_force_values(lesson))
     detail = f"version {lesson.approved.number} withdrawn from " + (
         ", ".join(display_name(urn) for urn in withdrawn) or "no dataset"
     )
-    if lesson.ownership_proposals:  # no approval can apply them once retired: none waits
-        for dataset in lesson.ownership_proposals:
+    if proposals:  # no approval can apply them once retired: none waits
+        for dataset in proposals:
             ctx.out.set_properties(dataset, {PROPOSED_OWNER: [], OWNERSHIP_CHANGE_APPROVAL: []})
-        detail += "; owner proposals withdrawn on " + ", ".join(
-            display_name(urn) for urn in lesson.ownership_proposals
-        )
-        lesson.ownership_proposals = {}
+        detail += "; owner proposals withdrawn on " + ", ".join(map(display_name, proposals))
     lesson.record_decision("retired", change.stamp, detail)
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s retired by %s", lesson.urn, change.actor)
@@ -260,23 +259,10 @@ def refuse_draft(lesson: Lesson, change: AspectChange, verb: str, ctx: HandlerCo
     """A drafted version is not approved: the lesson goes back to the version in force (or to
     retirement) exactly as it was, and its properties show that version again."""
     number = lesson.next_version
-    resume = LessonState(lesson.revision.resume if lesson.revision else "PUBLISHED")
-    _drop_draft(lesson)
-    move(lesson, resume)
+    refuse_revision(lesson)
     ctx.out.set_properties(lesson.urn, in_force_values(lesson))
     lesson.record_decision(f"version {number} {verb}", change.stamp)
     ctx.out.save_lesson(lesson)
-
-
-def _drop_draft(lesson: Lesson) -> None:
-    """Put the version in force back in place of a draft, if one was waiting."""
-    approved = lesson.approved
-    if approved is None or lesson.revision is None:
-        return
-    lesson.control, lesson.report = approved.control, approved.report
-    lesson.field_mappings, lesson.backtest = approved.field_mappings, approved.backtest
-    lesson.revision, lesson.approval_open = None, False
-    lesson.gate_values[APPROVAL] = "APPROVED"
 
 
 def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> None:
@@ -285,7 +271,6 @@ def on_approval_rejected(lesson: Lesson, change: AspectChange, ctx: HandlerConte
     if lesson.approved is not None:  # a new version refused: the one in force goes on
         refuse_draft(lesson, change, "rejected", ctx)
         return
-    move(lesson, LessonState.REJECTED)
-    lesson.gate_values[APPROVAL] = "REJECTED"
+    reject(lesson, APPROVAL)
     lesson.record_decision("scope rejected", change.stamp)
     ctx.out.save_lesson(lesson)

@@ -1,13 +1,28 @@
 """The lesson's life: every state it can be in and every move between them, in one place.
 
-Handlers ask :func:`move` instead of assigning ``lesson.state``: a move the table does not allow
-is a bug or a race, and it raises instead of leaving a lesson somewhere it cannot leave.
+Handlers make a named move (:func:`confirm`, :func:`propose`, :func:`publish`, ...) instead of
+assigning the lesson's fields: each checks the transition table and sets the state and the data
+that go with it together, so a lesson is never in a state without what that state means (in
+force with no ``in_force_since``, an approval open outside PENDING_APPROVAL, a draft after it
+was refused). A move the table does not allow is a bug or a race: it raises instead of leaving
+a lesson somewhere it cannot leave.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from reflex_actions.errors import ReflexError
-from reflex_actions.lessons.model import Lesson, LessonState
+from reflex_actions.lessons.model import (
+    ApprovedVersion,
+    BacktestSummary,
+    Lesson,
+    LessonState,
+    LogPosition,
+    OwnershipProposal,
+    Revision,
+)
+from reflex_actions.vocabulary import APPROVAL, LIFECYCLE, ROOT_CAUSE_STATUS
 
 P, C, PA, PUB, RET, REJ, ERR = (
     LessonState.PROPOSED,
@@ -41,16 +56,150 @@ def can_move(lesson: Lesson, to: LessonState) -> bool:
     return to is lesson.state or to in TRANSITIONS[lesson.state]
 
 
-def move(lesson: Lesson, to: LessonState, error: str | None = None) -> None:
-    """Move the lesson to ``to``; ERROR needs the reason, which its page shows."""
+def _check(lesson: Lesson, to: LessonState) -> None:
     if not can_move(lesson, to):
         raise IllegalTransition(
             f"lesson {lesson.urn} cannot go from {lesson.state.value} to {to.value}"
         )
+
+
+def move(lesson: Lesson, to: LessonState, error: str | None = None) -> None:
+    """Move the lesson to ``to``; ERROR needs the reason, which its page shows."""
+    _check(lesson, to)
     if (to is ERR) != (error is not None):
         raise ValueError("a lesson is in ERROR exactly when it says why")
     lesson.state = to
     lesson.error = error
+    if to is not PA:  # an approval is open only while the lesson waits for one
+        lesson.approval_open = False
+
+
+def confirm(
+    lesson: Lesson, *, failure_pattern: str, root_cause: str, control: dict[str, Any]
+) -> None:
+    """Gate 1 passed: the root cause and control as the steward confirmed them."""
+    move(lesson, C)
+    lesson.failure_pattern, lesson.root_cause, lesson.control = failure_pattern, root_cause, control
+    lesson.validation_error = None
+    lesson.gate_values[ROOT_CAUSE_STATUS] = "CONFIRMED"
+
+
+def refuse_confirmation(lesson: Lesson, reason: str) -> None:
+    """A confirmation whose edit is invalid: the lesson stays where it is, the reason shown."""
+    lesson.validation_error = reason
+
+
+def fail(lesson: Lesson, reason: str) -> None:
+    """The confirmed control could not be backtested: ERROR with the reason, and the gate back
+    to PROPOSED, so confirming again is a transition."""
+    move(lesson, ERR, error=reason)
+    lesson.gate_values[ROOT_CAUSE_STATUS] = "PROPOSED"
+
+
+def propose(
+    lesson: Lesson,
+    *,
+    backtest: BacktestSummary | None,
+    report: str,
+    field_mappings: dict[str, dict[str, str]],
+) -> None:
+    """Backtested and reported: waiting for approval, which opens only once Reflex's own
+    PENDING is seen in the event log (:func:`open_approval`)."""
+    move(lesson, PA)
+    lesson.backtest, lesson.report, lesson.field_mappings = backtest, report, field_mappings
+    lesson.gate_values[APPROVAL] = "PENDING"
+    lesson.approval_open = False
+
+
+def open_approval(lesson: Lesson) -> bool:
+    """Reflex's PENDING reached the log after the report: an approval from here on decides on
+    a report that exists. True when it was not open yet."""
+    if lesson.state is not PA or lesson.approval_open:
+        return False
+    lesson.approval_open = True
+    return True
+
+
+def publish(lesson: Lesson, version: ApprovedVersion, *, skipped: list[str], at_ms: int) -> None:
+    """Gate 2 passed: ``version`` is in force on the datasets it was published on. Only an
+    open approval publishes: one written before the report existed decided on nothing."""
+    if not lesson.approval_open:
+        raise IllegalTransition(f"lesson {lesson.urn} is not open for approval")
+    move(lesson, PUB)
+    lesson.published_scope, lesson.publish_skipped = list(version.published_scope), skipped
+    lesson.versions.append(version)
+    lesson.approved, lesson.revision = version, None
+    if lesson.in_force_since is None:
+        lesson.in_force_since = at_ms
+    lesson.gate_values.update({APPROVAL: "APPROVED", LIFECYCLE: "ACTIVE"})
+
+
+def draft_revision(lesson: Lesson, control: dict[str, Any], revision: Revision) -> None:
+    """A new version drafted (an edit, a rollback) while the one in force runs, or after
+    retirement; it is backtested next (:func:`propose`)."""
+    if lesson.approved is None or not can_move(lesson, PA):
+        raise IllegalTransition(
+            f"lesson {lesson.urn} cannot draft a new version from {lesson.state.value}"
+        )
+    lesson.control, lesson.revision = control, revision
+
+
+def refuse_revision(lesson: Lesson) -> None:
+    """The drafted version is not approved: back to the version in force (or to retirement)
+    exactly as it was."""
+    if lesson.revision is None:
+        raise IllegalTransition(f"lesson {lesson.urn} has no drafted version to refuse")
+    resume = LessonState(lesson.revision.resume)
+    _check(lesson, resume)
+    _drop_draft(lesson)
+    move(lesson, resume)
+
+
+def retire(lesson: Lesson) -> None:
+    """None of its controls run any more; its record stays, and no owner proposal waits."""
+    _check(lesson, RET)
+    _drop_draft(lesson)
+    move(lesson, RET)
+    lesson.published_scope, lesson.in_force_since = [], None
+    lesson.gate_values[LIFECYCLE] = "RETIRED"
+    lesson.ownership_proposals = {}
+
+
+def reject(lesson: Lesson, gate: str) -> None:
+    """Rejected at ``gate`` (the root cause's or the approval's): final."""
+    move(lesson, REJ)
+    lesson.gate_values[gate] = "REJECTED"
+
+
+def _drop_draft(lesson: Lesson) -> None:
+    """Put the version in force back in place of a draft, if one was waiting."""
+    approved = lesson.approved
+    if approved is None or lesson.revision is None:
+        return
+    lesson.control, lesson.report = approved.control, approved.report
+    lesson.field_mappings, lesson.backtest = approved.field_mappings, approved.backtest
+    lesson.revision, lesson.approval_open = None, False
+    lesson.gate_values[APPROVAL] = "APPROVED"
+
+
+def judged_at(lesson: Lesson, position: LogPosition | None) -> None:
+    """The latest event that made a decision on the lesson is here in the log."""
+    lesson.judged = position or lesson.judged
+
+
+def propose_owner(lesson: Lesson, dataset_urn: str, proposal: OwnershipProposal) -> None:
+    """An owner change waits for approval on ``dataset_urn``."""
+    lesson.ownership_proposals[dataset_urn] = proposal
+
+
+def owner_decided(lesson: Lesson, dataset_urn: str) -> None:
+    """The owner change on ``dataset_urn`` was approved or rejected: none waits there."""
+    del lesson.ownership_proposals[dataset_urn]
+
+
+def drafted_on(lesson: Lesson, dated_failures: list[str]) -> None:
+    """The source's snapshots the incident's dates point at, taken as its failures."""
+    lesson.dated_failures = dated_failures
 
 
 def awaits_confirmation(lesson: Lesson) -> bool:

@@ -38,13 +38,18 @@ from the incident's title, description or resolution_note."""
 class LlmConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    #: a litellm model name, e.g. "openai/gpt-4o-mini" or "ollama/llama3"
-    model: str
-    #: extra litellm.completion arguments (temperature, api_base, ...)
-    params: dict[str, Any] = Field(default_factory=dict)
-    #: seconds one model call may take: a draft makes up to two, and all of the event's handling
-    #: must stay inside the Kafka consumer's max.poll.interval.ms (300 s in reflex.yaml)
-    timeout: float = Field(default=45.0, gt=0, le=120)
+    model: str = Field(
+        description='A litellm model name, e.g. "openai/gpt-4o-mini" or "ollama/llama3".'
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra litellm.completion arguments (temperature, api_base, ...).",
+    )
+    #: a draft makes up to two calls, and the event's handling must stay inside the Kafka
+    #: consumer's max.poll.interval.ms (300 s in reflex.yaml)
+    timeout: float = Field(
+        default=45.0, gt=0, le=120, description="Seconds one model call may take."
+    )
 
     @field_validator("params")
     @classmethod

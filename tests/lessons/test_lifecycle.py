@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
-import re
 from pathlib import Path
 
 import pytest
@@ -79,13 +79,70 @@ def test_a_lesson_is_in_error_exactly_when_it_says_why() -> None:
     assert stuck.error is None
 
 
-def test_handlers_never_assign_a_state_themselves() -> None:
-    folder = Path(reflex_actions.__file__).parent / "handlers"
-    assigning = re.compile(r"\.state\s*=[^=]")
+#: calls that change a list or dict in place
+MUTATORS = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault"}
+
+
+def _lesson_field(node: ast.expr) -> str | None:
+    """``lesson.<field>`` (or ``x.lesson.<field>[...]``) naming a Lesson field: its name."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr in Lesson.model_fields
+        and "lesson" in ast.unparse(node.value).lower()
+    ):
+        return node.attr
+    return None
+
+
+def _writes_to_a_lesson(tree: ast.AST) -> list[tuple[int, str]]:
+    writes = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MUTATORS
+        ):
+            targets = [node.func.value]
+        for target in targets:
+            for each in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if (name := _lesson_field(each)) is not None:
+                    writes.append((node.lineno, name))
+    return sorted(writes)
+
+
+def test_nothing_outside_lessons_assigns_a_lesson_field() -> None:
+    """A lesson's fields change only through ``lessons/`` (a lifecycle move, or a method of the
+    lesson), so a state never goes without the data that make it that state."""
+    package = Path(reflex_actions.__file__).parent
     offenders = [
-        f"{path.name}:{number}"
-        for path in sorted(folder.glob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if assigning.search(line)
+        f"{path.relative_to(package)}:{line} ({name})"
+        for path in sorted(package.rglob("*.py"))
+        if "lessons" not in path.relative_to(package).parts
+        for line, name in _writes_to_a_lesson(ast.parse(path.read_text()))
     ]
     assert offenders == []
+
+
+def test_the_guard_sees_each_way_of_writing_a_field() -> None:
+    written = _writes_to_a_lesson(
+        ast.parse(
+            "lesson.state = x\n"
+            "lesson.gate_values[k] = v\n"
+            "a, covered.lesson.report = 1, 2\n"
+            "lesson.versions.append(v)\n"
+            "lesson.older_recurrences += 1\n"
+            "del lesson.ownership_proposals[k]\n"
+            "other.state = x\n"
+            "lesson.urn.split(':')\n"
+        )
+    )
+    assert [name for _, name in written] == [
+        "state", "gate_values", "report", "versions", "older_recurrences", "ownership_proposals",
+    ]  # fmt: skip
