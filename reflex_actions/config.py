@@ -41,8 +41,14 @@ class _Strict(BaseModel):
 class ApproversConfig(_Strict):
     """Who may pass the human gates (besides the owners of the lesson's glossary term)."""
 
-    users: list[str] = Field(default_factory=list)
-    groups: list[str] = Field(default_factory=list)
+    users: list[str] = Field(
+        default_factory=list, description="User urns that may pass the human gates."
+    )
+    groups: list[str] = Field(
+        default_factory=list,
+        description="Group urns whose members may pass the human gates (memberships someone "
+        "else wrote).",
+    )
 
 
 def dataset_folder(template: str, dataset_urn: str, **fields: str) -> str | None:
@@ -89,20 +95,33 @@ class HistoriesConfig(_Strict):
     :func:`dataset_folder` names it (``{platform}/{name}`` for a platform level). Datasets
     without a folder have no history."""
 
-    root: Path | None = None
-    folder: str = "{name}"
-    #: on a platform with an engine, the column whose values are a table's history points (a
-    #: load date): an ``operation`` naming a partition evaluates the rows holding that value
-    partition_column: str | None = None
-    #: the pyiceberg catalog (configured in ``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__*``
-    #: variables) holding the tables of datasets on DataHub's ``iceberg`` platform, the urn's
-    #: name being ``namespace.table``: such a dataset's history is its table's snapshots
-    iceberg_catalog: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    #: where the tables of datasets on DataHub's ``delta-lake`` platform are, each at
-    #: ``delta_root / <the urn's name>``: a local folder, or an object store's URI
-    #: (``s3://bucket/lake``; its credentials from the environment, as deltalake reads them):
-    #: such a dataset's history is its table's versions
-    delta_root: str | None = Field(default=None, min_length=1, max_length=1000)
+    root: Path | None = Field(
+        default=None, description="The folder holding one history folder per dataset."
+    )
+    folder: str = Field(
+        default="{name}",
+        description="A dataset's history folder under the root: {name} is the urn's name, "
+        "{platform} its platform.",
+    )
+    partition_column: str | None = Field(
+        default=None,
+        description="On a platform with an engine, the column whose values are a table's "
+        "history points (a load date): an operation naming a partition evaluates its rows.",
+    )
+    iceberg_catalog: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="The pyiceberg catalog holding the tables of datasets on DataHub's "
+        "iceberg platform (urn name namespace.table): their history is the table's snapshots.",
+    )
+    delta_root: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="Where the tables of datasets on DataHub's delta-lake platform are, each "
+        "at delta_root/<urn name>: a local folder or an object store URI (s3://bucket/lake); "
+        "their history is the table's versions.",
+    )
 
     @field_validator("partition_column")
     @classmethod
@@ -154,8 +173,15 @@ class LandingConfig(_Strict):
     resolved path must lie under one of ``allowed_roots``, or the snapshot is refused.
     """
 
-    allowed_roots: list[Path] = Field(default_factory=list)
-    locator: str | None = None
+    allowed_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders a landed snapshot may be read from; any other path is refused.",
+    )
+    locator: str | None = Field(
+        default=None,
+        description="Where a landed snapshot is when the operation names no path: {name}, "
+        "{platform} and {snapshot_id} are filled (landing/{name}/{snapshot_id}.parquet).",
+    )
 
     @field_validator("locator")
     @classmethod
@@ -168,8 +194,11 @@ class ScheduleConfig(_Strict):
     by a timer in the action, on the embedded store on the source's idle ticks, or from cron
     with ``datahub-reflex evaluate --due``. Unset: never on a schedule."""
 
-    #: a duration: 15m, 1h, 1d
-    interval: str | None = None
+    interval: str | None = Field(
+        default=None,
+        description="How often time-judged controls (stale data) run: a duration such as 15m, "
+        "1h, 1d. Unset: never on a schedule.",
+    )
 
     @field_validator("interval")
     @classmethod
@@ -184,8 +213,14 @@ class ScheduleConfig(_Strict):
 
 
 class BacktestConfig(_Strict):
-    sample_size: int = Field(default=DEFAULT_SAMPLE_SIZE, ge=0)
-    memory_limit: str = DEFAULT_MEMORY_LIMIT
+    sample_size: int = Field(
+        default=DEFAULT_SAMPLE_SIZE, ge=0, description="Offending rows kept per snapshot."
+    )
+    memory_limit: str = Field(
+        default=DEFAULT_MEMORY_LIMIT,
+        description="The embedded engine's memory limit for a backtest (it spills to disk "
+        "beyond it), e.g. 2GiB.",
+    )
 
     @field_validator("memory_limit")
     @classmethod
@@ -200,11 +235,27 @@ class EngineConfig(_Strict):
     config, a log, a lesson page or a run event. A dataset's table is its urn's name, less the
     platform instance's prefix."""
 
-    platform: str = Field(min_length=1, max_length=100)
-    #: only the datasets of this instance (their urn names start with ``<instance>.``)
-    platform_instance: str | None = Field(default=None, min_length=1, max_length=200)
-    engine: str = Field(min_length=1, max_length=100)
-    connection: dict[str, str] = Field(default_factory=dict, max_length=16)
+    platform: str = Field(
+        min_length=1, max_length=100, description="The DataHub platform, e.g. postgres."
+    )
+    platform_instance: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Only the datasets of this instance (urn names starting <instance>.).",
+    )
+    engine: str = Field(
+        min_length=1,
+        max_length=100,
+        description="The engine its datasets are read on (registered under "
+        "reflex_actions.engines): duckdb, postgres, spark.",
+    )
+    connection: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Each connection setting -> the environment variable holding it, never "
+        "the value (e.g. url: REFLEX_POSTGRES_URL).",
+    )
 
     @field_validator("connection")
     @classmethod
@@ -239,32 +290,58 @@ class EngineConfig(_Strict):
 
 
 class ReflexConfig(_Strict):
-    #: the catalog store (a name registered under ``reflex_actions.catalogs``); unset: ``lite``
-    #: when ``store`` is set, else ``datahub`` (the server of the pipeline's `datahub:` block)
-    catalog: str | None = None
-    #: the embedded DataHub Lite file
-    store: Path | None = None
-    #: the user Reflex writes as; its own changes never pass a human gate
-    service_actor: str = "urn:li:corpuser:datahub-reflex"
-    #: other actors DataHub may record for Reflex's own writes: with metadata-service auth off,
-    #: GMS records every tokenless write as ``__datahub_system`` (DESIGN §9). Their writes never
-    #: pass a gate, and only their PENDING opens the approval gate.
-    own_actors: list[str] = Field(default_factory=lambda: [DATAHUB_SYSTEM_ACTOR])
-    approvers: ApproversConfig = ApproversConfig()
-    #: accept human decisions from a DataHub server that authenticates no one (metadata-service
-    #: authentication off, as in the quickstart): any caller may then name any actor, so a
-    #: decision proves nothing and every lesson page says so. Off: such decisions are refused.
-    trust_unauthenticated_actors: bool = False
-    #: unset = the deterministic proposer (no model)
-    llm: LlmConfig | None = None
-    histories: HistoriesConfig = HistoriesConfig()
-    landing: LandingConfig = LandingConfig()
-    similarity: SimilarityConfig = SimilarityConfig()
-    backtest: BacktestConfig = BacktestConfig()
-    schedule: ScheduleConfig = ScheduleConfig()
-    #: the engines datasets are read on, by platform; a platform listed twice is matched by
-    #: its instance first. Files stay on the embedded DuckDB.
-    engines: list[EngineConfig] = Field(default_factory=list, max_length=64)
+    catalog: str | None = Field(
+        default=None,
+        description="The catalog store (registered under reflex_actions.catalogs); unset: "
+        "lite when store is set, else datahub (the server of the pipeline's datahub block).",
+    )
+    store: Path | None = Field(default=None, description="The embedded DataHub Lite file.")
+    service_actor: str = Field(
+        default="urn:li:corpuser:datahub-reflex",
+        description="The user Reflex writes as; its own changes never pass a human gate.",
+    )
+    own_actors: list[str] = Field(
+        default_factory=lambda: [DATAHUB_SYSTEM_ACTOR],
+        description="Other actors DataHub may record for Reflex's own writes (with "
+        "metadata-service auth off, GMS records tokenless writes as __datahub_system): their "
+        "writes never pass a gate, and only their PENDING opens the approval gate.",
+    )
+    approvers: ApproversConfig = Field(
+        default=ApproversConfig(),
+        description="Who may pass the human gates, besides the owners of a lesson's term.",
+    )
+    trust_unauthenticated_actors: bool = Field(
+        default=False,
+        description="Accept human decisions from a DataHub server that authenticates no one "
+        "(any caller may name any actor, and every lesson page says so). Off: refused.",
+    )
+    llm: LlmConfig | None = Field(
+        default=None,
+        description="The model that drafts lessons (through litellm); unset: the "
+        "deterministic extractor, no model.",
+    )
+    histories: HistoriesConfig = Field(
+        default=HistoriesConfig(), description="Where each dataset's snapshot history lives."
+    )
+    landing: LandingConfig = Field(
+        default=LandingConfig(), description="Where newly landed snapshots are, and may be."
+    )
+    similarity: SimilarityConfig = Field(
+        default=SimilarityConfig(),
+        description="How similar assets are scored and which are recommended.",
+    )
+    backtest: BacktestConfig = Field(
+        default=BacktestConfig(), description="How backtests sample and bound their memory."
+    )
+    schedule: ScheduleConfig = Field(
+        default=ScheduleConfig(), description="How often time-judged controls run."
+    )
+    engines: list[EngineConfig] = Field(
+        default_factory=list,
+        max_length=64,
+        description="The engines datasets are read on, by platform (a platform listed twice "
+        "is matched by its instance first); files stay on the embedded DuckDB.",
+    )
 
     def engine_for(self, platform: str, dataset_name: str) -> tuple[EngineConfig, str] | None:
         """The engine configured for a dataset, and its table's name there."""
