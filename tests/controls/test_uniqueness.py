@@ -80,3 +80,17 @@ def test_on_parquet_a_check_scans_once_and_agrees_with_the_two_step_check(
         ).fetchall()
     )
     assert plan.count("READ_PARQUET") == 1, plan
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_keys_that_each_hold_a_null_are_no_keys_and_never_duplicates(
+    tmp_path: Path, suffix: str
+) -> None:
+    """Every row's composite key holds a NULL in one part or the other: no key, no duplicate,
+    on the one-scan path (Parquet) and the two-step one (CSV) alike."""
+    rows = [{"a": None, "b": "x"}] * 3 + [{"a": "y", "b": None}] * 3 + [{"a": None, "b": None}] * 2
+    path = write_snapshot(tmp_path / f"s.{suffix}", rows)
+    result = run_control(UniquenessControl(fields=["a", "b"]), path)
+    assert (result.passed, result.violation_count, result.rows_scanned, result.sample) == (
+        True, 0, 8, [],
+    )  # fmt: skip

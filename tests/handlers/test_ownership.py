@@ -190,3 +190,28 @@ def test_retiring_the_lesson_withdraws_its_pending_owner_proposals() -> None:
     decide_and_apply(on_dataset_properties, ownership_decision(STEWARD), context(catalog))
     owners = catalog.get_aspect(PAYMENTS, OwnershipClass)
     assert owners is not None and [o.owner for o in owners.owners] == [BOB]
+
+
+def test_an_approvers_rejection_drops_the_proposal_adds_no_owner_and_says_so() -> None:
+    catalog, ctx, incident = proposal_pending()
+    rejection = property_change(
+        PAYMENTS,
+        {PROPOSED_OWNER: [TEAM], OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]},
+        {OWNERSHIP_CHANGE_APPROVAL: ["REJECTED"]},
+        actor=STEWARD,
+        time_ms=SUSPENDED_AT + 10,
+    )
+
+    on_dataset_properties(rejection, ctx)
+
+    assert kinds(ctx.out.directives) == ["SaveLesson"]  # no owner added, incident B stays open
+    (noted,) = ctx.out.directives
+    assert isinstance(noted, SaveLesson) and noted.lesson.ownership_proposals == {}
+    decision = noted.lesson.decisions[-1]
+    assert decision.decision == "ownership change rejected"
+    assert decision.detail == f"proposed owner {TEAM} for finance.payments rejected"
+    apply(ctx.out.directives, catalog, ctx.config.service_actor)
+    owners = catalog.get_aspect(PAYMENTS, OwnershipClass)
+    assert owners is not None and [o.owner for o in owners.owners] == [BOB]
+    info = catalog.get_aspect(incident, IncidentInfoClass)
+    assert info is not None and info.status.state != IncidentStateClass.RESOLVED

@@ -115,6 +115,17 @@ def test_unusable_landing_paths_are_refused_with_a_bounded_message(tmp_path: Pat
     assert len(str(refused.value)) < 300
 
 
+def test_a_landing_named_by_path_alone_takes_the_file_s_stem_as_its_snapshot_id(
+    tmp_path: Path,
+) -> None:
+    landing = LandingConfig(allowed_roots=[tmp_path])
+    dataset = "urn:li:dataset:(urn:li:dataPlatform:p,d,PROD)"
+    path, snapshot_id = locate_snapshot(
+        _operation(f"{tmp_path}/d/2026-10-02.parquet"), dataset, landing
+    )
+    assert (path, snapshot_id) == ((tmp_path / "d" / "2026-10-02.parquet").resolve(), "2026-10-02")
+
+
 # --- through the running loop ------------------------------------------------------------------
 
 LEDGER_NAME = "finance.ledger_entries"

@@ -47,6 +47,8 @@ HOSTILE_SPECS = {
     "deep-within-size": (deep_nesting(MAX_SPEC_CHARS // 2 - 10), "nests deeper"),
     "long-number": ("type: uniqueness\nfield: id\nmax_duplicate_count: " + "9" * 5000, "digits"),
     "unhashable-key": ("type: uniqueness\n? [a, b]\n: 1\n", "key"),
+    # the same key twice with the same value: a valid spec but for the repetition
+    "duplicate-key": ("type: uniqueness\nfield: id\nfield: id\n", "duplicate key 'field'"),
 }
 
 
