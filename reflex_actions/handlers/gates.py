@@ -67,7 +67,7 @@ def _became(property_urn: str, value: str) -> DecisionTest:
     and its refusal on the page is how they learn why nothing happened)."""
 
     def made_by(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool:
-        restored = ctx.is_own(change.actor) and lesson.gate_values.get(property_urn) == value
+        restored = ctx.gate.is_own(change.actor) and lesson.gate_values.get(property_urn) == value
         return change.property_became(property_urn, value) and not restored
 
     return made_by
@@ -123,7 +123,7 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
             lesson.urn,
         )
         return
-    if ctx.is_own(change.actor) and change.property_values(APPROVAL) == ["PENDING"]:
+    if ctx.gate.is_own(change.actor) and change.property_values(APPROVAL) == ["PENDING"]:
         _open_approval(lesson, ctx)
     for decision in LESSON_DECISIONS:
         if not decision.made_by(lesson, change, ctx):
@@ -132,7 +132,7 @@ def on_lesson_properties(change: AspectChange, ctx: HandlerContext) -> None:
             logger.info("lesson %s was rejected: %s ignored", lesson.urn, decision.name)
             continue
         judged_at(lesson, change.position)
-        reason = ctx.refusal(change.actor, lesson.urn)
+        reason = ctx.gate.refusal(change.actor, lesson.urn)
         if reason is None:
             mark, before = ctx.out.mark(), lesson.model_copy(deep=True)
             try:
@@ -188,7 +188,7 @@ def on_dataset_properties(change: AspectChange, ctx: HandlerContext) -> None:
             return
         name = f"ownership change {'approval' if approved else 'rejection'} on "
         name += display_name(change.urn)
-        reason = ctx.refusal(change.actor, lesson.urn) or on_ownership_decision(
+        reason = ctx.gate.refusal(change.actor, lesson.urn) or on_ownership_decision(
             lesson, change, ctx, approved
         )
         if reason:  # back to the PENDING Reflex set with its proposal

@@ -54,16 +54,16 @@ def on_incident_change(change: AspectChange, ctx: HandlerContext) -> None:
         resolution_note=after.status.message or "",
         affected_assets=tuple(after.entities),
     )
-    history = ctx.history_for(source.urn) if source else None
+    history = ctx.histories.history_for(source.urn) if source else None
     # the incident's dates point at the snapshots of the history its backtest reads: its
     # folder, or its table's partitions when it has no snapshot files
-    backtested = ctx.backtest_history(source.urn) if source else None
+    backtested = ctx.histories.backtest_history(source.urn) if source else None
     dated = dated_failures(backtested[0], text) if backtested else []
     facts = IncidentFacts(
         source=source,
         history=history.with_failures(dated, text.urn) if history else None,
         catalog=ctx.catalog,
-        histories=ctx.history_for,
+        histories=ctx.histories.history_for,
     )
     lesson = draft_lesson(lesson_urn, text, facts, ctx.proposer)
     drafted_on(lesson, dated)

@@ -92,7 +92,7 @@ def _backtest_section(
     if kind.estate_history is None:
         backtested = [lesson.source_dataset or "", *(c.urn for c in resolution.candidates)]
         for urn in dict.fromkeys([*backtested, *scope]):
-            found = ctx.backtest_history(urn)
+            found = ctx.histories.backtest_history(urn)
             if found is None:
                 without_history.append(urn)
                 continue
@@ -102,7 +102,7 @@ def _backtest_section(
             histories[urn] = history
             if urn in mappings:
                 controls[history.dataset] = control.with_dataset_fields(mappings[urn])
-    elif (estate := ctx.estate_history(kind.estate_history)) is not None:
+    elif (estate := ctx.histories.estate_history(kind.estate_history)) is not None:
         histories[""] = estate  # one estate-wide history: it speaks for every scope
     if not histories:
         return "#### Backtest\n\nNo candidate has a snapshot history to backtest on.", None
@@ -112,7 +112,9 @@ def _backtest_section(
         sample_size=ctx.config.backtest.sample_size,
         memory_limit=ctx.config.backtest.memory_limit,
         controls_by_dataset=controls,
-        references=ctx.reference_histories(control, (read_on.get(urn) for urn in histories)),
+        references=ctx.histories.reference_histories(
+            control, (read_on.get(urn) for urn in histories)
+        ),
     )
     scoped = {histories[urn].dataset for urn in ["", *scope] if urn in histories}
     scope_scores = report.scores_on(scoped)

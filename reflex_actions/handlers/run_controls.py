@@ -31,7 +31,7 @@ from reflex_actions.executor import (
     OnRecorded,
     ReferenceSnapshot,
     run_control,
-    run_control_on_recorded,
+    run_controls_on_recorded,
 )
 from reflex_actions.handlers.assertions import (
     CONTROL_PROPERTY,
@@ -97,7 +97,7 @@ def _earlier_counts(covered: CoveredControl, dataset_urn: str, ctx: HandlerConte
     if not covered.control.earlier_counts_needed():
         return []
     counts = row_counts_after(covered.last_run)
-    history = ctx.history_for(dataset_urn) if not counts else None
+    history = ctx.histories.history_for(dataset_urn) if not counts else None
     if history is not None:
         counts = [n for sid, n in row_counts(history).items() if sid not in history.labels]
     return counts
@@ -201,21 +201,14 @@ def judge_recorded(
     recorded: RecordedFacts,
     run_id: str,
     ctx: HandlerContext,
-    *,
-    as_of_ms: int | None = None,
 ) -> tuple[ControlResult | None, str | None]:
     """The control judged on what DataHub records of the dataset, or why it could not be."""
     try:
-        judgement = on_recorded(covered, dataset_urn, recorded, run_id, ctx, as_of_ms=as_of_ms)
-        return run_control_on_recorded(
-            judgement.control,
-            judgement.recorded,
-            run_id,
-            earlier_counts=judgement.earlier_counts,
-            as_of_ms=as_of_ms,
-        ), None
+        judgement = on_recorded(covered, dataset_urn, recorded, run_id, ctx)
     except ReflexError as failure:
         return None, str(failure)
+    (outcome,) = run_controls_on_recorded([judgement])
+    return (None, str(outcome)) if isinstance(outcome, ReflexError) else (outcome, None)
 
 
 def on_recorded(
@@ -307,11 +300,11 @@ def data_at(
     Iceberg or Delta dataset its table at the commit that was its latest then (read by the
     embedded engine); None when neither is configured. Raise SnapshotRefused when the
     lakehouse table cannot be read or had no commit by then."""
-    on_table = ctx.table_of(urn, partition)
+    on_table = ctx.histories.table_of(urn, partition)
     if on_table is not None:
         engine, table = on_table
         return (engine, table), table.partition or f"live-{iso(at_ms)}"
-    lakehouse = ctx.lakehouse_table(urn)
+    lakehouse = ctx.histories.lakehouse_table(urn)
     if lakehouse is None:
         return None
     try:
@@ -336,7 +329,9 @@ def run_on_target(
     engine, target = landed
     try:
         parent = (
-            parent_snapshot(covered.control, snapshot_id, ctx.config.landing, ctx.history_for)
+            parent_snapshot(
+                covered.control, snapshot_id, ctx.config.landing, ctx.histories.history_for
+            )
             if isinstance(target, FileTarget)
             else _parent_table(covered.control, engine, target, ctx)
         )
@@ -364,7 +359,7 @@ def _parent_table(
     if referenced is None:
         return None
     partition = target.partition if isinstance(target, TableTarget) else None
-    on_table = ctx.table_of(referenced.dataset, partition)
+    on_table = ctx.histories.table_of(referenced.dataset, partition)
     if on_table is None or on_table[0] is not engine:
         raise SnapshotRefused(
             f"{display_name(referenced.dataset)}, the dataset this control references, is not "

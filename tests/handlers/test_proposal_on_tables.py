@@ -165,7 +165,7 @@ def test_a_history_folder_with_snapshot_files_wins_over_the_table(
         engines=[on_snowflake],
     )
 
-    found = ctx.backtest_history(PAYMENTS)
+    found = ctx.histories.backtest_history(PAYMENTS)
 
     assert found is not None
     history, engine = found

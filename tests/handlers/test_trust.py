@@ -24,8 +24,9 @@ from datahub.metadata.schema_classes import (
 from reflex_actions.catalog.server import ServerCatalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.handlers.assertions import ROW_COUNTS, assertion_urn, run_event_mcp
+from reflex_actions.handlers.authorization import UNAUTHENTICATED
 from reflex_actions.handlers.change import AspectChange
-from reflex_actions.handlers.context import UNAUTHENTICATED, HandlerContext
+from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.directives import Emit, SaveLesson, SetProperties, apply
 from reflex_actions.handlers.gates import on_lesson_properties
 from reflex_actions.handlers.own_runs import RUN_SEAL, OwnRuns

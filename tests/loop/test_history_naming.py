@@ -76,13 +76,16 @@ def test_the_history_folder_is_the_urn_name_and_stays_under_the_root(tmp_path: P
         )
         card = "urn:li:dataset:(urn:li:dataPlatform:postgres,payments.public.card_settlements,PROD)"
         hostile = "urn:li:dataset:(urn:li:dataPlatform:postgres,../outside,PROD)"
-        assert ctx.history_folder(card) == (root / "payments.public.card_settlements").resolve()
         assert (
-            by_platform.history_folder(card)
+            ctx.histories.history_folder(card)
+            == (root / "payments.public.card_settlements").resolve()
+        )
+        assert (
+            by_platform.histories.history_folder(card)
             == (root / "postgres" / "payments.public.card_settlements").resolve()
         )
-        assert ctx.history_folder(hostile) is None
-        history = ctx.history_for(card)
+        assert ctx.histories.history_folder(hostile) is None
+        history = ctx.histories.history_for(card)
         assert history is not None and history.dataset == "payments.public.card_settlements"
     finally:
         catalog.close()

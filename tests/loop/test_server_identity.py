@@ -26,7 +26,7 @@ from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.bootstrap import bootstrap_mcps
 from reflex_actions.catalog.server import ServerCatalog
-from reflex_actions.handlers.context import UNAUTHENTICATED
+from reflex_actions.handlers.authorization import UNAUTHENTICATED
 from reflex_actions.handlers.lesson_store import LESSON_PROPERTY, lesson_term_mcp
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, ROOT_CAUSE_STATUS, SCOPE
@@ -70,8 +70,8 @@ def test_the_token_principal_is_reflex_itself_and_never_passes_a_gate(
     """Its writes are recorded as the token's owner: even listed as an approver by mistake,
     that principal is Reflex, and Reflex never approves its own work."""
     action = _create(secured, "bot-token", approvers={"users": [BOT]})
-    assert action.context.is_own(BOT)
-    refusal = action.context.refusal(BOT, "urn:li:glossaryTerm:reflex.lesson.x")
+    assert action.context.gate.is_own(BOT)
+    refusal = action.context.gate.refusal(BOT, "urn:li:glossaryTerm:reflex.lesson.x")
     assert refusal == "Reflex's own writes never pass a human gate"
 
 
@@ -83,8 +83,8 @@ def test_system_client_credentials_are_accepted(
     monkeypatch.setenv("DATAHUB_SYSTEM_CLIENT_ID", SYSTEM_CLIENT[0])
     monkeypatch.setenv("DATAHUB_SYSTEM_CLIENT_SECRET", SYSTEM_CLIENT[1])
     action = _create(secured, None)
-    assert action.context.is_own(SYSTEM_ACTOR)
-    assert not action.context.is_own(BOT)
+    assert action.context.gate.is_own(SYSTEM_ACTOR)
+    assert not action.context.gate.is_own(BOT)
 
 
 def _envelope(mcl: MetadataChangeLogClass, offset: int) -> EventEnvelope:
@@ -161,4 +161,4 @@ def test_without_authentication_a_spoofed_approval_is_refused_unless_trusted(
 def test_with_authentication_on_decisions_are_believed(secured: FakeGmsServer) -> None:
     action = _create(secured, "bot-token")
     assert action.context.actors_authenticated
-    assert action.context.refusal(BOT, LESSON) == "Reflex's own writes never pass a human gate"
+    assert action.context.gate.refusal(BOT, LESSON) == "Reflex's own writes never pass a human gate"
