@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import ipaddress
 import os
 import socket
@@ -10,9 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+
+from reflex_actions.testing.cases import write_snapshot
+
+__all__ = ["write_snapshot"]  # tests import it from here
 
 SnapshotWriter = Callable[[Path, list[dict[str, Any]]], Path]
 
@@ -51,23 +52,6 @@ def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("REFLEX_CACHE_DIR", str(folder))
     return folder
-
-
-def write_snapshot(
-    path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None
-) -> Path:
-    """Write rows (dicts) as Parquet or CSV according to the suffix of ``path``."""
-    names = columns or list(rows[0])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(names)
-            for row in rows:
-                writer.writerow(["" if row.get(n) is None else row.get(n) for n in names])
-    else:
-        pq.write_table(pa.table({n: [row.get(n) for row in rows] for n in names}), path)
-    return path
 
 
 @pytest.fixture(params=["parquet", "csv"])

@@ -23,8 +23,9 @@ from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.engines.base import Engine
 from reflex_actions.errors import ReflexError, SnapshotError
 from reflex_actions.executor import ReferenceSnapshot, run_control
+from reflex_actions.testing.cases import hostile_names, rows_as
+from reflex_actions.testing.kind_suite import kind_suites
 from tests.conformance.control_cases import ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance, hostile_names, rows_as
 from tests.conftest import write_snapshot
 from tests.kinds import conftest as kinds_conftest
 
@@ -35,10 +36,7 @@ for _package in (tests.conformance, tests.kinds):
     for _module in pkgutil.iter_modules(_package.__path__):
         if _module.name.startswith("test_"):
             importlib.import_module(f"{_package.__name__}.{_module.name}")
-CASES = {
-    suite.control_case.type_name: suite.control_case
-    for suite in BaseLessonKindConformance.__subclasses__()
-}
+CASES = {suite.control_case.type_name: suite.control_case for suite in kind_suites()}
 
 TXN = UniquenessControl(field="transaction_id")
 #: A file DuckDB cannot read: not evaluable, with DuckDB's reason.

@@ -22,8 +22,8 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.llm import LlmConfig, LlmProposer
 from reflex_actions.lessons.model import IncidentText, Lesson, LessonDraft
 from reflex_actions.report.lesson_page import learning_section, render_definition
+from reflex_actions.testing.estate import InMemoryCatalog
 from tests.conftest import write_snapshot
-from tests.similarity.estate import InMemoryCatalog
 
 MODEL = "openai/gpt-4o-mini"  # never called: litellm answers the mock response
 INCIDENT = "urn:li:incident:unknown-currency"

@@ -1,44 +1,13 @@
 """One conformance case per control type: what every control type must get right.
 
-A kind's conformance module gives its control's case (see ``kind_suite``). Rows are given per
-logical column role so the same data can be written under ordinary or hostile names.
+A kind's conformance module gives its control's case (see ``reflex_actions.testing``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from reflex_actions.testing.cases import HOSTILE_NAMES, ControlCase
 
-from reflex_actions.times import parse_instant
-
-HOSTILE_NAMES = ['a"b; DROP TABLE t; --', "select", "x'); DELETE FROM y; --", "ünï cödé $1 ?"]
-
-
-@dataclass(frozen=True)
-class ControlCase:
-    type_name: str
-    #: logical role -> default column name
-    columns: dict[str, str]
-    #: builds a spec from role -> actual column name
-    make_spec: Callable[[dict[str, str]], dict[str, Any]]
-    passing_rows: list[dict[str, Any]]
-    failing_rows: list[dict[str, Any]]
-    expected_violations: int
-    expected_first_sample: dict[str, Any]
-    #: specs that must be rejected, with a fragment the error must contain
-    invalid_specs: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    #: spec values that must be bound as parameters, never appear in the SQL text
-    bound_values: list[str] = field(default_factory=list)
-    #: the referenced (parent) dataset's rows, for a control checked against another dataset
-    reference_rows: list[dict[str, Any]] = field(default_factory=list)
-    #: the time single runs are judged at (ISO 8601), for a control judged as of a time
-    as_of: str | None = None
-
-    @property
-    def as_of_ms(self) -> int | None:
-        return parse_instant(self.as_of) if self.as_of else None
-
+__all__ = ["HOSTILE_NAMES", "ControlCase"]
 
 UNIQUENESS = ControlCase(
     type_name="uniqueness",

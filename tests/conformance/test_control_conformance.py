@@ -17,8 +17,8 @@ from reflex_actions.errors import ControlSpecError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.testing.kind_suite import kind_suites
 from tests.conformance.control_cases import HOSTILE_NAMES
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 
 
@@ -28,7 +28,7 @@ def test_every_registered_kind_passes_the_kind_suite_for_each_of_its_controls() 
             if module.name.startswith("test_"):
                 importlib.import_module(f"{package.__name__}.{module.name}")
     covered: dict[str, set[str]] = {}
-    for suite in BaseLessonKindConformance.__subclasses__():
+    for suite in kind_suites():
         covered.setdefault(suite.kind_pattern, set()).add(suite.control_case.type_name)
     for kind in registered_kinds():
         assert kind.pattern in covered, f"no conformance module for kind {kind.pattern}"

@@ -8,9 +8,9 @@ from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from tests.conformance.control_cases import UNIQUENESS
-from tests.conformance.kind_suite import BaseLessonKindConformance
-from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
 

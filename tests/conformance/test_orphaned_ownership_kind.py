@@ -6,9 +6,9 @@ from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from tests.conformance.control_cases import ACTIVE_OWNERSHIP
-from tests.conformance.kind_suite import BaseLessonKindConformance
-from tests.similarity.estate import InMemoryCatalog
 
 BOB, CAROL, ERIN = (f"urn:li:corpuser:{n}" for n in ("bob", "carol", "erin"))
 

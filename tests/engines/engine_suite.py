@@ -24,8 +24,9 @@ from reflex_actions.engines.base import Engine, Target
 from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.testing.cases import hostile_names, rows_as
+from reflex_actions.testing.kind_suite import kind_suites
 from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance, hostile_names, rows_as
 from tests.conftest import write_snapshot
 
 
@@ -39,7 +40,7 @@ def kind_control_cases() -> list[ControlCase]:
     registered = {kind.pattern for kind in registered_kinds()}
     cases = {
         suite.control_case.type_name: suite.control_case
-        for suite in BaseLessonKindConformance.__subclasses__()
+        for suite in kind_suites()
         if suite.kind_pattern in registered
     }
     return [

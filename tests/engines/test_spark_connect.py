@@ -19,8 +19,8 @@ from reflex_actions.engines.base import EngineError, FileTarget, TableTarget
 from reflex_actions.engines.spark import SparkEngine
 from reflex_actions.errors import SnapshotUnreadableError
 from reflex_actions.executor import run_control
+from reflex_actions.testing.cases import rows_as
 from tests.conformance.control_cases import ControlCase
-from tests.conformance.kind_suite import rows_as
 from tests.conftest import write_snapshot
 from tests.engines.engine_suite import CASES, BaseEngineConformance, _judged
 from tests.engines.spark_session import (  # noqa: F401 - the run's session and server

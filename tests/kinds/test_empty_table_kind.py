@@ -1,4 +1,6 @@
-"""The empty-table kind from outside the package passes the lesson-kind conformance suite."""
+"""The empty-table kind from outside the package opts into the lesson-kind suites it
+implements, as a kind in another package would: from ``reflex_actions.testing``, one class per
+behaviour."""
 
 from __future__ import annotations
 
@@ -14,15 +16,21 @@ from reflex_actions.controls import parse_control_spec
 from reflex_actions.executor import run_control
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery
-from tests.conformance.control_cases import ControlCase
+from reflex_actions.testing import (
+    BaseKindBacktest,
+    BaseKindParsing,
+    BaseKindRuns,
+    BaseKindSignals,
+    BaseKindWords,
+    ControlCase,
+    InMemoryCatalog,
+)
 from tests.conformance.dialect_rendering import (
     RecordingEngine,
     check_every_dialect,
     table_relation,
 )
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
-from tests.similarity.estate import InMemoryCatalog
 
 pytestmark = pytest.mark.usefixtures("plugin_installed")
 
@@ -58,7 +66,9 @@ def dataset(
     )
 
 
-class TestEmptyTableKind(BaseLessonKindConformance):
+class TestEmptyTableKind(
+    BaseKindWords, BaseKindParsing, BaseKindRuns, BaseKindBacktest, BaseKindSignals
+):
     kind_pattern = "empty_table"
     incident = IncidentText(
         urn="urn:li:incident:empty",

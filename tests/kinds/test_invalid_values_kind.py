@@ -31,9 +31,10 @@ from reflex_actions.lessons.model import IncidentText, LessonState
 from reflex_actions.similarity import SimilarityQuery
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import ControlQuery, Relation, exp
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
     active_incident,
@@ -44,7 +45,6 @@ from tests.loop.store import (
     stored_lesson,
     write_estate_snapshot,
 )
-from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
 

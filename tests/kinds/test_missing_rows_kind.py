@@ -29,9 +29,10 @@ from reflex_actions.kinds.missing_rows import MISSING_ROWS, discover_volume
 from reflex_actions.lessons.model import IncidentText, LessonState
 from reflex_actions.similarity import SimilarityQuery
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
     active_incident,
@@ -42,7 +43,6 @@ from tests.loop.store import (
     store_of,
     write_estate_snapshot,
 )
-from tests.similarity.estate import InMemoryCatalog
 
 VOLUME = ControlCase(
     type_name="volume",

@@ -27,9 +27,10 @@ from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonState
 from reflex_actions.similarity import SimilarityQuery
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.kinds.conftest import ENTRY_POINT as EMPTY_TABLE_ENTRY_POINT
 from tests.loop.store import (
@@ -40,7 +41,6 @@ from tests.loop.store import (
     store_of,
     stored_lesson,
 )
-from tests.similarity.estate import InMemoryCatalog
 
 FINANCE = "urn:li:domain:finance"
 

@@ -34,6 +34,8 @@ from reflex_actions.lessons.validation import check_draft
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.conformance.control_cases import ControlCase
 from tests.conformance.dialect_rendering import (
@@ -43,7 +45,6 @@ from tests.conformance.dialect_rendering import (
     rendered,
     table_relation,
 )
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
 from tests.loop.store import (
     active_incident,
@@ -55,7 +56,6 @@ from tests.loop.store import (
     stored_lesson,
     write_estate_snapshot,
 )
-from tests.similarity.estate import InMemoryCatalog
 
 SALES = "urn:li:domain:sales"
 

@@ -23,10 +23,10 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import shown_relation, shown_sql
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
-from tests.similarity.estate import InMemoryCatalog
 
 SALES = "urn:li:domain:sales"
 

@@ -25,11 +25,11 @@ from reflex_actions.kinds.stale_data import STALE_DATA, discover_freshness, snap
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import RecordedFacts
+from reflex_actions.testing.estate import InMemoryCatalog
+from reflex_actions.testing.kind_suite import BaseLessonKindConformance
 from reflex_actions.times import parse_instant
 from tests.conformance.control_cases import ControlCase
-from tests.conformance.kind_suite import BaseLessonKindConformance
 from tests.conftest import write_snapshot
-from tests.similarity.estate import InMemoryCatalog
 
 FRESH = datetime(2026, 1, 3, 12, 0)
 OLD = datetime(2025, 12, 1, 8, 30)

@@ -17,8 +17,8 @@ from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts, dated_failures
 from reflex_actions.lessons.model import IncidentText
 from reflex_actions.patterns import UNKNOWN_PATTERN
+from reflex_actions.testing.estate import InMemoryCatalog
 from tests.conftest import write_snapshot
-from tests.similarity.estate import InMemoryCatalog
 
 # one sentence for duplicates, three for missing values: words alone would pick missing values
 TEXT = IncidentText(

@@ -23,8 +23,8 @@ from reflex_actions.similarity import (
     SimilarityQuery,
     resolve_similar_assets,
 )
+from reflex_actions.testing.estate import InMemoryCatalog
 from reflex_actions.vocabulary import COVERAGE
-from tests.similarity.estate import InMemoryCatalog
 
 LESSON = "urn:li:glossaryTerm:reflex.lessons.dup-payments"
 FINANCE = "urn:li:domain:finance"

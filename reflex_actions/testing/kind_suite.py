@@ -1,9 +1,7 @@
-"""The conformance suite every lesson kind passes (DESIGN §7), dbt-adapters style.
-
-A kind's test module subclasses :class:`BaseLessonKindConformance` as ``Test<Kind>`` and gives
-its cases: an incident its words recognise, a control case (rows under plain and hostile column
-names), a field renaming, and a small estate for its signals. Every test below then runs for it.
-"""
+"""The conformance suite every lesson kind passes, one class per behaviour (dbt-adapters
+style): a kind's test module subclasses those it implements as ``Test<Kind>`` and gives its
+cases (:class:`KindCase`): an incident its words recognise, a control case (rows under plain and
+hostile column names), a field renaming, and a small estate for its signals."""
 
 from __future__ import annotations
 
@@ -36,23 +34,15 @@ from reflex_actions.lessons.model import IncidentText
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import Relation, shown_sql
-from tests.conformance.control_cases import HOSTILE_NAMES, ControlCase
-from tests.conftest import write_snapshot
-from tests.similarity.estate import InMemoryCatalog
+from reflex_actions.testing.cases import ControlCase, hostile_names, rows_as, write_snapshot
+from reflex_actions.testing.estate import InMemoryCatalog
+
+#: Each run test, on a Parquet and on a CSV snapshot.
+SNAPSHOT_FORMATS = pytest.mark.parametrize("snapshot_format", ["parquet", "csv"])
 
 
-def rows_as(roles: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
-    return [{names[role]: value for role, value in row.items()} for row in roles]
-
-
-def hostile_names(case: ControlCase) -> dict[str, str]:
-    return {
-        role: HOSTILE_NAMES[i % len(HOSTILE_NAMES)] + f"#{i}" for i, role in enumerate(case.columns)
-    }
-
-
-class BaseLessonKindConformance:
-    """What every lesson kind gets right; subclass it once per kind with its cases."""
+class KindCase:
+    """What a kind's suite needs: its pattern and cases, and how to run its control."""
 
     kind_pattern: ClassVar[str]
     #: an incident this kind's words recognise (and no other kind's words outweigh)
@@ -82,7 +72,22 @@ class BaseLessonKindConformance:
             reference = ReferenceSnapshot(SnapshotFile.from_path(parent), "given")
         return run_control(control, path, reference=reference, as_of_ms=self.control_case.as_of_ms)
 
-    # --- words and drafts -------------------------------------------------------------------------
+
+def kind_suites(base: type = KindCase) -> list[type[KindCase]]:
+    """Every test class below ``base`` that names its kind: the kinds this test run tests,
+    each once, whichever of the suites it opts into."""
+    found: list[type[KindCase]] = []
+    for sub in base.__subclasses__():
+        names_its_case = hasattr(sub, "kind_pattern") and hasattr(sub, "control_case")
+        if names_its_case and sub.__module__ != __name__ and sub not in found:
+            found.append(sub)
+        found += [c for c in kind_suites(sub) if c not in found]
+    return found
+
+
+class BaseKindWords(KindCase):
+    """It is registered with its control, and its words draft its incidents, no one else's."""
+
     def test_it_is_registered_with_its_control(self) -> None:
         kind = self.kind()
         assert kind.pattern == self.kind_pattern and kind.title
@@ -99,7 +104,7 @@ class BaseLessonKindConformance:
 
     def test_other_kinds_incidents_do_not_draft_it(self) -> None:
         facts = IncidentFacts(source=None, history=None, catalog=InMemoryCatalog([]))
-        for other in BaseLessonKindConformance.__subclasses__():
+        for other in kind_suites(BaseKindWords):
             if other.kind_pattern != self.kind_pattern:
                 draft = DeterministicProposer().draft(other.incident, facts)
                 assert draft.failure_pattern != self.kind_pattern, other.__name__
@@ -111,7 +116,11 @@ class BaseLessonKindConformance:
             t: known_controls()[t].model_json_schema() for t in self.kind().control_types()
         }
 
-    # --- its control ------------------------------------------------------------------------------
+
+class BaseKindParsing(KindCase):
+    """Its control parses strictly, round-trips, and compiles with every name quoted and every
+    value bound."""
+
     def test_parses_strictly_and_round_trips(self) -> None:
         control = self.control()
         assert isinstance(control, known_controls()[self.control_case.type_name])
@@ -143,6 +152,12 @@ class BaseLessonKindConformance:
         for value in self.control_case.bound_values:
             assert value not in shown_sql(first, relation)
 
+
+class BaseKindRuns(KindCase):
+    """Its control runs on snapshots: passes, fails with the exact count and sample, names a
+    drifted column, and says when a snapshot is missing or unreadable."""
+
+    @SNAPSHOT_FORMATS
     def test_passes_on_a_clean_snapshot(self, tmp_path: Path, snapshot_format: str) -> None:
         case = self.control_case
         path = write_snapshot(
@@ -153,6 +168,7 @@ class BaseLessonKindConformance:
         assert result.rows_scanned == len(case.passing_rows)
         assert result.snapshot_id == "clean"
 
+    @SNAPSHOT_FORMATS
     @pytest.mark.parametrize("naming", ["plain", "hostile"])
     def test_fails_on_a_bad_snapshot_with_exact_count_and_sample(
         self, tmp_path: Path, snapshot_format: str, naming: str
@@ -170,6 +186,7 @@ class BaseLessonKindConformance:
             assert result.sample[0][key] == value
         assert len(result.sample) <= 5
 
+    @SNAPSHOT_FORMATS
     def test_schema_drift_names_the_missing_column(
         self, tmp_path: Path, snapshot_format: str
     ) -> None:
@@ -211,7 +228,10 @@ class BaseLessonKindConformance:
         assert not set(self.renaming) & fields
         assert control.with_dataset_fields({}) == control
 
-    # --- backtest and similar assets --------------------------------------------------------------
+
+class BaseKindBacktest(KindCase):
+    """Its control's backtest of a labelled history is exact."""
+
     def test_the_backtest_of_a_labelled_history_is_exact(self, tmp_path: Path) -> None:
         case = self.control_case
         folder = tmp_path / "history"
@@ -242,6 +262,10 @@ class BaseLessonKindConformance:
         assert counts == (1, 1, 2, 0)
         assert (report.precision, report.recall) == (0.5, 1.0)
 
+
+class BaseKindSignals(KindCase):
+    """Its similar-asset signals explain every candidate and exclusion."""
+
     def test_its_signals_explain_every_candidate(self) -> None:
         catalog, query = self.estate()
         resolution = resolve_similar_assets(query, catalog)
@@ -250,3 +274,9 @@ class BaseLessonKindConformance:
             assert candidate.explanation.strip(), candidate.urn
             assert all(signal.reason.strip() for signal in candidate.signals)
         assert all(exclusion.reason.strip() for exclusion in resolution.excluded)
+
+
+class BaseLessonKindConformance(
+    BaseKindWords, BaseKindParsing, BaseKindRuns, BaseKindBacktest, BaseKindSignals
+):
+    """What every lesson kind gets right: all of the above."""
