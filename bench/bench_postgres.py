@@ -242,7 +242,7 @@ WITH_SAMPLE = "then_sample"
 
 def controls() -> dict[str, Control]:
     from reflex_actions.controls.uniqueness import UniquenessControl
-    from reflex_actions.kinds.invalid_values import AcceptedValuesControl
+    from reflex_actions.controls.values import AcceptedValuesControl
     from reflex_actions.kinds.missing_values import NotNullControl
 
     return {

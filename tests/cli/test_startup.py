@@ -227,8 +227,9 @@ def test_a_kind_s_control_run_again_imports_neither_sqlglot_nor_the_datahub_sdk(
     tmp_path: Path,
 ) -> None:
     """A ``value_range`` on a DOUBLE column, run again on a snapshot of the same shape, reads
-    its SQL from the store: its kind's module is loaded, sqlglot and the DataHub SDK are not.
-    (``pydantic.json_schema`` is: pydantic imports it to define any model, a control's too.)"""
+    its SQL from the store: its control's module is loaded, not its kind's drafting (lessons,
+    similarity, histories), nor sqlglot, nor the DataHub SDK. (``pydantic.json_schema`` is:
+    pydantic imports it to define any model, a control's too.)"""
     snapshot = tmp_path / "amounts.parquet"
     pq.write_table(pa.table({"amount": pa.array([5.0, -1.0, float("nan"), None])}), snapshot)
     spec = tmp_path / "range.yaml"
@@ -238,8 +239,14 @@ def test_a_kind_s_control_run_again_imports_neither_sqlglot_nor_the_datahub_sdk(
     first_code, first = imported_by(tmp_path, RUN_CLI, *args, environ=store)
     again_code, again = imported_by(tmp_path, RUN_CLI, *args, environ=store)
     assert first_code == again_code == 1  # -1 and the NaN are outside [0, 100]
-    assert "sqlglot" in first and "reflex_actions.kinds.invalid_values" in again
-    assert loaded(again, "sqlglot", "datahub") == []
+    assert "sqlglot" in first and "reflex_actions.controls.values" in again
+    drafting = (
+        "reflex_actions.kinds.base",
+        "reflex_actions.kinds.invalid_values",
+        "reflex_actions.lessons",
+        "reflex_actions.similarity",
+    )
+    assert loaded(again, "sqlglot", "datahub", *drafting) == []
 
 
 #: Runs the CLI with the arguments after its first, and at exit, after every atexit handler the
