@@ -241,9 +241,9 @@ WITH_SAMPLE = "then_sample"
 
 
 def controls() -> dict[str, Control]:
+    from reflex_actions.controls.not_null import NotNullControl
     from reflex_actions.controls.uniqueness import UniquenessControl
     from reflex_actions.controls.values import AcceptedValuesControl
-    from reflex_actions.kinds.missing_values import NotNullControl
 
     return {
         "uniqueness": UniquenessControl(field="transaction_id"),

@@ -171,8 +171,8 @@ def reflex(variant: str) -> Callable[[Path], Answer]:
     """Reflex: the control through run_control, the parent given as its reference."""
 
     def run(child: Path) -> Answer:
+        from reflex_actions.controls.referential_integrity import ReferentialIntegrityControl
         from reflex_actions.executor import ReferenceSnapshot, run_control
-        from reflex_actions.kinds.orphaned_references import ReferentialIntegrityControl
         from reflex_actions.snapshots import SnapshotFile
 
         control = ReferentialIntegrityControl(

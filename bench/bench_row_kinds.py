@@ -118,8 +118,8 @@ Answer = tuple[int, int]
 
 def reflex_control(control: str) -> Any:
     """The Reflex control for ``control``, as a lesson would declare it."""
+    from reflex_actions.controls.not_null import NotNullControl
     from reflex_actions.controls.values import AcceptedValuesControl, ValueRangeControl
-    from reflex_actions.kinds.missing_values import NotNullControl
 
     if control == "not_null":
         return NotNullControl(field="account_id", key=["id"])

@@ -7,9 +7,9 @@ with :func:`register_control`. Specs are strict: unknown keys are rejected.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reflex_actions.bounded import excerpt
 from reflex_actions.errors import ControlSpecError
@@ -43,13 +43,17 @@ def validate_column_name(name: str) -> str:
     return name
 
 
+#: A column name a spec gives: checked by :func:`validate_column_name`.
+ColumnName = Annotated[str, AfterValidator(validate_column_name)]
+
+
 class ReferencedField(BaseModel):
     """A field of another dataset that a control checks values against (a child's parent)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dataset: str = Field(max_length=MAX_URN_CHARS)
-    field: str
+    field: ColumnName
 
     @field_validator("dataset")
     @classmethod
@@ -57,11 +61,6 @@ class ReferencedField(BaseModel):
         if not (value.startswith("urn:li:dataset:(") and value.endswith(")")):
             raise ValueError(f"{excerpt(value)} is not a dataset urn (urn:li:dataset:(...))")
         return value
-
-    @field_validator("field")
-    @classmethod
-    def _check_field(cls, value: str) -> str:
-        return validate_column_name(value)
 
 
 class Control(BaseModel, ABC):

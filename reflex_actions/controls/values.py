@@ -28,7 +28,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
 
 from reflex_actions.bounded import excerpt
-from reflex_actions.controls.base import Control, validate_column_name
+from reflex_actions.controls.base import ColumnName, Control
 from reflex_actions.sql import (
     SNAPSHOT,
     ControlQuery,
@@ -139,14 +139,9 @@ class FieldValuesControl(Control):
     """A control judging each non-NULL value of one field; a violation is a row whose value is
     not allowed, and the sample lists the offending values with their row counts, most first."""
 
-    field: str
+    field: ColumnName
 
     violation_unit: ClassVar[str] = "rows with invalid values"
-
-    @field_validator("field")
-    @classmethod
-    def _check_field(cls, value: str) -> str:
-        return validate_column_name(value)
 
     @abstractmethod
     def offending(

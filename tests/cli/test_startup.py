@@ -175,18 +175,16 @@ def test_running_a_declared_control_loads_no_kind(tmp_path: Path) -> None:
     assert loaded(modules, *KIND_MACHINERY) == []
 
 
-def test_compiling_a_control_of_a_kind_module_loads_that_kind_alone(tmp_path: Path) -> None:
-    """A control type defined in its kind's module loads that one kind, not the seven others."""
+def test_compiling_a_control_loads_its_module_and_no_kind(tmp_path: Path) -> None:
+    """A control type lives in ``controls/``: compiling one loads its module and the registry,
+    no kind's drafting (none of the eight kind modules)."""
     site = write_declarations(tmp_path / "site", *BUILT_IN)
     spec = tmp_path / "not_null.yaml"
     spec.write_text("type: not_null\nfield: transaction_id\n")
     code, modules = imported_by(tmp_path, RUN_CLI, "control", "compile", spec, site=site)
     assert code == 0
-    assert loaded(modules, "reflex_actions.kinds") == [
-        "reflex_actions.kinds",
-        "reflex_actions.kinds.base",
-        "reflex_actions.kinds.missing_values",
-    ]
+    assert loaded(modules, "reflex_actions.kinds") == ["reflex_actions.kinds"]
+    assert "reflex_actions.controls.not_null" in modules
 
 
 def test_the_query_model_loads_no_sqlglot_to_be_imported(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from reflex_actions.controls import known_controls, parse_control_spec
+from reflex_actions.controls.not_null import NotNullControl
 from reflex_actions.kinds import KindError, control_class, control_type_of, registered_kinds
-from reflex_actions.kinds.missing_values import NotNullControl
 from tests.controls.declared import BUILT_IN
 from tests.kinds.conftest import ENTRY_POINT
 from tests.plugin_kinds.empty_table import RowCountMinControl

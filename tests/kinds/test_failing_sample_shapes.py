@@ -12,8 +12,8 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from reflex_actions.controls.not_null import NotNullControl
 from reflex_actions.executor import run_control
-from reflex_actions.kinds.missing_values import NotNullControl
 from reflex_actions.sql import Relation, column
 from tests.conformance.dialect_rendering import table_relation
 from tests.conftest import write_snapshot

@@ -19,6 +19,7 @@ from reflex_actions.backtest import backtest, load_history
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.cli.main import cli
 from reflex_actions.controls import parse_control_spec
+from reflex_actions.controls.referential_integrity import text_form
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
 from reflex_actions.demo.run import Demo
@@ -26,7 +27,7 @@ from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ReferenceSnapshot, run_control
 from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.kinds import registered_kinds
-from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES, text_form
+from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonDraft, LessonState

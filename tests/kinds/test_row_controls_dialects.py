@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from reflex_actions.controls import Control
+from reflex_actions.controls.not_null import NotNullControl
 from reflex_actions.controls.values import AcceptedValuesControl, ValueRangeControl
 from reflex_actions.executor import run_control
-from reflex_actions.kinds.missing_values import NotNullControl
 from reflex_actions.sql import (
     EXECUTED_DIALECTS,
     SHOWN_DIALECT,

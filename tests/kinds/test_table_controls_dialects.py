@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from sqlglot import exp
 
+from reflex_actions.controls.freshness import FreshnessControl
+from reflex_actions.controls.schema_contract import SchemaContractControl
+from reflex_actions.controls.volume import VolumeControl
 from reflex_actions.engines.base import FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.errors import ReflexError
@@ -22,9 +25,6 @@ from reflex_actions.executor import (
     run_control_on_recorded,
     run_controls_on_recorded,
 )
-from reflex_actions.kinds.missing_rows import VolumeControl
-from reflex_actions.kinds.schema_change import SchemaContractControl
-from reflex_actions.kinds.stale_data import FreshnessControl
 from reflex_actions.sql import NO_ROWS, SNAPSHOT, RecordedFacts, Relation
 from tests.conformance.control_cases import HOSTILE_NAMES
 from tests.conformance.dialect_rendering import (
