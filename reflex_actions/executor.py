@@ -29,7 +29,7 @@ from reflex_actions.errors import (
     SnapshotNotFoundError,
     SnapshotUnreadableError,
 )
-from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.snapshots import SnapshotFile, duckdb_connection
 from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation
 
 # DuckDB is imported where a query runs: importing the executor (for its constants, as the
@@ -294,13 +294,11 @@ def _in_memory() -> Iterator[DuckDBEngine]:
     datasets. It caches no file's contents (DuckDB's external file cache is off), so a file
     rewritten in place is read anew and a long-running action holds no snapshot's blocks; what
     a run registers lives on its cursor and goes with it."""
-    import duckdb
-
     from reflex_actions.engines.duckdb import DuckDBEngine
 
     with _IN_MEMORY_LOCK:
         if not _IN_MEMORY:
-            database = duckdb.connect()
+            database = duckdb_connection()
             settings = database.execute(
                 "SELECT name FROM duckdb_settings() WHERE name = 'enable_external_file_cache'"
             ).fetchall()

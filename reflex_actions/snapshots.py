@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reflex_actions.errors import (
     SchemaDriftError,
@@ -32,6 +32,18 @@ from reflex_actions.sql import Relation, quote_identifier
 # `control compile` needs) starts no engine.
 if TYPE_CHECKING:
     import duckdb
+
+
+def duckdb_connection(**config: Any) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with ``config``, drawing no progress bar: DuckDB's Python
+    client prints one to stdout for a query over two seconds, which corrupts a command's JSON
+    (``control run --json`` on a slow snapshot). Every connection Reflex opens is made here."""
+    import duckdb
+
+    connection = duckdb.connect(config=config)
+    connection.execute("SET enable_progress_bar = false")  # a setting of the client: cursors too
+    return connection
+
 
 SnapshotFormat = Literal["parquet", "csv"]
 

@@ -133,17 +133,12 @@ class WorkerPool:
 def embedded_engine(memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Iterator[Engine]:
     """The embedded engine a backtest runs on: one DuckDB database with the memory limit and a
     temporary spill folder, shared by its workers."""
-    import duckdb
-
     from reflex_actions.engines.duckdb import DuckDBEngine
+    from reflex_actions.snapshots import duckdb_connection
 
     with tempfile.TemporaryDirectory(prefix="reflex-backtest-") as spill_dir:
-        con = duckdb.connect(
-            config={
-                "memory_limit": memory_limit,
-                "temp_directory": spill_dir,
-                "preserve_insertion_order": False,
-            }
+        con = duckdb_connection(
+            memory_limit=memory_limit, temp_directory=spill_dir, preserve_insertion_order=False
         )
         try:
             yield DuckDBEngine(con)

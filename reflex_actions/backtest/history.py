@@ -38,7 +38,13 @@ from reflex_actions.engines.base import (
     Target,
 )
 from reflex_actions.errors import ReflexError, SnapshotError
-from reflex_actions.snapshots import FILE_COLUMN, FORMATS_BY_SUFFIX, SnapshotFile, files_relation
+from reflex_actions.snapshots import (
+    FILE_COLUMN,
+    FORMATS_BY_SUFFIX,
+    SnapshotFile,
+    duckdb_connection,
+    files_relation,
+)
 from reflex_actions.sql import SNAPSHOT, column, exp, quote_identifier, render
 from reflex_actions.times import TimeFormatError, parse_instant
 
@@ -488,7 +494,7 @@ def row_counts(history: History) -> dict[str, int]:
     """Each snapshot's row count, in one DuckDB query (unreadable snapshots left out)."""
     import duckdb
 
-    con = duckdb.connect()
+    con = duckdb_connection()
     try:
         usable = history.snapshots_with(con, [])
         if not usable:

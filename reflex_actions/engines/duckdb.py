@@ -27,7 +27,7 @@ from reflex_actions.engines.base import (
 )
 from reflex_actions.engines.lakehouse import LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
-from reflex_actions.snapshots import SnapshotFile
+from reflex_actions.snapshots import SnapshotFile, duckdb_connection
 from reflex_actions.sql import SNAPSHOT, Relation, exp
 
 if TYPE_CHECKING:
@@ -43,10 +43,8 @@ class DuckDBEngine(Engine):
     targets: ClassVar[tuple[type, ...]] = (FileTarget, IcebergTarget, DeltaTarget)
 
     def __init__(self, connection: duckdb.DuckDBPyConnection | None = None) -> None:
-        import duckdb  # where a query runs: importing the engines starts none
-
-        self._owned = connection is None
-        self.connection = connection if connection is not None else duckdb.connect()
+        self._owned = connection is None  # where a query runs: importing the engines starts none
+        self.connection = connection if connection is not None else duckdb_connection()
         #: parameter -> the name of the Arrow table registered for it
         self._registered: dict[str, str] = {}
 

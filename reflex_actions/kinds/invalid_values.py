@@ -23,7 +23,7 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, files_relation
+from reflex_actions.snapshots import FILE_COLUMN, SnapshotFile, duckdb_connection, files_relation
 from reflex_actions.sql import indent, quote_identifier
 from reflex_actions.vocabulary import display_name
 
@@ -82,14 +82,13 @@ def discover_value_findings(
     key fields are left out (their values are always new). The accepted set and the bounds
     are learned from the earlier normal snapshots only (:func:`split_for_learning`), so the
     later ones stay held out for the backtest."""
-    import duckdb
 
     failures = set(failure_snapshots(history, incident_urn))
     candidates = [f for f in fields if not f.is_key and f.type in JUDGED_TYPES]
     if not failures or not candidates:
         return []
     names = [f.name for f in candidates]
-    con = duckdb.connect()
+    con = duckdb_connection()
     try:
         usable = history.snapshots_with(con, names)
         split = split_for_learning(history, failures, [s.snapshot_id for s in usable])

@@ -76,10 +76,10 @@ class SchemaFinding:
 def discover_schema_break(history: History, incident_urn: str) -> SchemaFinding | None:
     """The columns every normal snapshot has in one type family that the incident's failure
     snapshot(s) lack or hold in another; None without both kinds of snapshot or a break."""
-    import duckdb  # here, not at module level: loading the kinds starts no engine
+    from reflex_actions.snapshots import duckdb_connection
 
     failures = set(failure_snapshots(history, incident_urn))
-    con = duckdb.connect()
+    con = duckdb_connection()
     schemas: dict[str, dict[str, str]] = {}
     for snapshot in history.snapshots:
         try:

@@ -67,14 +67,13 @@ def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict
     when it holds no readable time), measured by the control itself, so a time beyond its
     ``future_tolerance`` is none; a time ahead within it is no lag (0), never a negative one.
     Snapshots without an as-of time, or that cannot be read, are left out."""
-    import duckdb  # here, not at module level: loading the kinds starts no engine
-
     from reflex_actions.executor import run_control  # the engine, only when measuring
+    from reflex_actions.snapshots import duckdb_connection
 
     control = FreshnessControl(max_age=_NO_BOUND, timestamp_field=field)
     wanted = set(snapshot_ids)
     lags: dict[str, float | None] = {}
-    with duckdb.connect() as con:
+    with duckdb_connection() as con:
         for snapshot in history.snapshots:
             as_of = history.as_of_ms(snapshot.snapshot_id)
             if snapshot.snapshot_id not in wanted or as_of is None:
@@ -91,9 +90,9 @@ def snapshot_lags(history: History, field: str, snapshot_ids: list[str]) -> dict
 def _timestamp_columns(history: History) -> list[str]:
     """The columns of the latest readable snapshot that may hold times: dates and timestamps,
     or (a CSV reads as text) every text column; the lags then tell which hold times."""
-    import duckdb
+    from reflex_actions.snapshots import duckdb_connection
 
-    with duckdb.connect() as con:
+    with duckdb_connection() as con:
         for snapshot in reversed(history.snapshots):
             try:
                 snapshot.check_columns(con, [])  # exists, readable, reads only itself

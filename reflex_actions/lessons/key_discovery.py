@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import FieldInfo
-from reflex_actions.snapshots import FILE_COLUMN, files_relation
+from reflex_actions.snapshots import FILE_COLUMN, duckdb_connection, files_relation
 from reflex_actions.sql import quote_identifier
 
 #: DataHub type classes that can hold an identifier.
@@ -48,7 +48,7 @@ def fields_broken_in_failures(
     failures = set(failure_snapshots(history, incident_urn))
     if not failures or not candidates:
         return []
-    con = duckdb.connect()
+    con = duckdb_connection()
     usable = history.snapshots_with(con, candidates)
     if not usable:
         return []
