@@ -62,6 +62,7 @@ import json, sys
 import duckdb
 path, column, condition = sys.argv[1:4]
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # as Reflex does: a bar would print into stdout
 where = f"FROM read_parquet($path) WHERE {condition}"
 (count,), = con.execute(f"SELECT count(*) {where}", {"path": path}).fetchall()
 sample = con.execute(
@@ -74,7 +75,9 @@ UNIQUE_SCRIPT = """
 import json, sys
 import duckdb
 path, column = sys.argv[1:3]
-duplicated = duckdb.connect().execute(
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # as Reflex does: a bar would print into stdout
+duplicated = con.execute(
     f"SELECT {column}, count(*) AS n FROM read_parquet($path) GROUP BY {column} "
     "HAVING count(*) > 1 ORDER BY n DESC, 1", {"path": path}
 ).fetchall()
@@ -177,7 +180,10 @@ def main() -> None:
         labels = list(commands) if round_number % 2 == 0 else list(reversed(commands))
         for label in labels:
             elapsed, output = timed(*commands[label])
-            answer = json.loads(output) if "hand" in label else reflex_answer(output)
+            try:
+                answer = json.loads(output) if "hand" in label else reflex_answer(output)
+            except json.JSONDecodeError:
+                raise SystemExit(f"{label} printed no JSON: {output[:200]!r}") from None
             name = label.split(":")[0]
             if answer["count"] != expected[name]:
                 raise SystemExit(f"{label}: {answer['count']} violations, not {expected[name]}")
