@@ -7,8 +7,8 @@ Usage::
 
 The store (built once and cached in ``--data-dir``; the rows publishing writes, see ``build``):
 N datasets covered by freshness lessons of 1,000 datasets each (N / 1,000 lessons approved as
-a team would; a scope is bounded by the lesson record's ``MAX_SCOPE_BYTES``, about 1,600 urns
-of these names), none with a recorded update (every sweep judges, and fails, each one: the
+a team would; a scope is bounded by the lesson record's ``MAX_SCOPE_BYTES`` of packed urns,
+not by a count), none with a recorded update (every sweep judges, and fails, each one: the
 heaviest sweep there is), and a uniqueness lesson on one more dataset whose landing is
 measured.
 

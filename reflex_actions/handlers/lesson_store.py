@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import spec_line
-from reflex_actions.lessons.model import Lesson
+from reflex_actions.lessons.model import Lesson, stored_scope_bytes
 from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.vocabulary import LESSONS_NODE
 
@@ -31,10 +31,10 @@ LESSON_PREFIX = "urn:li:glossaryTerm:reflex.lesson."
 #: DataHub's broker caps a message at 5 MB, and every change log of the term carries its
 #: previous value beside the new one.
 MAX_TERM_BYTES = 256 * 1024
-#: Most bytes a published scope takes in the lesson's record (once there: see
-#: ``Lesson.record_json``), leaving the rest of the term to its page, report and history.
-#: About 1,600 datasets named like ``urn:li:dataset:(urn:li:dataPlatform:postgres,db.schema.
-#: table,PROD)``; the page names the first few.
+#: Most bytes a published scope takes in the lesson's record (once there, packed when large:
+#: see ``Lesson.record_json``), leaving the rest of the term to its page, report and history.
+#: About 14,000 datasets of typical names (``urn:li:dataset:(urn:li:dataPlatform:postgres,
+#: db.schema.table,PROD)``, packed ~9x); the page names the first few.
 MAX_SCOPE_BYTES = MAX_TERM_BYTES // 2
 #: The smallest share of its records a term keeps to stay within MAX_TERM_BYTES: one of each.
 MIN_SHARE = 1 / 256
@@ -105,8 +105,8 @@ def term_bytes(info: GlossaryTermInfoClass) -> int:
 
 
 def scope_bytes(scope: list[str]) -> int:
-    """What ``scope`` takes in the lesson's record, as JSON."""
-    return len(json.dumps(scope).encode())
+    """What ``scope`` takes in the lesson's record (packed when large)."""
+    return stored_scope_bytes(scope)
 
 
 def term_title(term: GlossaryTermInfoClass | None) -> str:

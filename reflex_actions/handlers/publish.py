@@ -45,9 +45,9 @@ def scope_refusal(scope: list[str]) -> str | None:
     if size > MAX_SCOPE_BYTES:
         fits = len(scope) * MAX_SCOPE_BYTES // size
         return (
-            f"reflex.scope names {len(scope):,} datasets in {size:,} bytes; a lesson's record "
-            f"holds a scope of at most {MAX_SCOPE_BYTES:,} bytes (about {fits:,} datasets "
-            "named like these): split it into lessons, by domain or platform"
+            f"reflex.scope names {len(scope):,} datasets in {size:,} bytes as stored; a "
+            f"lesson's record holds a scope of at most {MAX_SCOPE_BYTES:,} bytes (about "
+            f"{fits:,} datasets named like these): split it into lessons, by domain or platform"
         )
     return None
 

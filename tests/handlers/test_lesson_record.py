@@ -4,12 +4,16 @@ log position judged, the version in force, a rollback's target) survives the tri
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import zlib
 from typing import Any
 
 import pytest
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
+from reflex_actions.catalog.base import CatalogError
 from reflex_actions.handlers.assertions import RECURRENCE_TYPE, assertion_urn
 from reflex_actions.handlers.context import decide_and_apply
 from reflex_actions.handlers.directives import SaveLesson
@@ -18,10 +22,12 @@ from reflex_actions.handlers.incident_resolved import on_incident_change
 from reflex_actions.handlers.lesson_store import (
     LESSON_PROPERTY,
     MAX_TERM_BYTES,
+    lesson_term_mcp,
     load_lesson,
     save_lesson,
     term_bytes,
 )
+from reflex_actions.handlers.publish import scope_refusal
 from reflex_actions.lessons.model import (
     KEPT_DECISIONS,
     KEPT_OUTCOMES,
@@ -274,10 +280,13 @@ def test_a_resolved_recurrence_older_than_those_kept_changes_nothing(
     assert any("keeps only its latest recurrences" in r.getMessage() for r in caplog.records)
 
 
-def test_a_scope_of_thousands_is_stored_once_and_the_page_names_a_few() -> None:
+@pytest.mark.parametrize("datasets", [3000, 14000])
+def test_a_scope_of_thousands_is_stored_once_packed_and_the_page_names_a_few(datasets: int) -> None:
+    """The published scope is stored once (not again per version) and packed; the record of
+    14,000 datasets stays within the term's bound, reloads whole, and the page names 50."""
     scope = [
         f"urn:li:dataset:(urn:li:dataPlatform:postgres,shop.public.table_{n:05d},PROD)"
-        for n in range(3000)
+        for n in range(datasets)
     ]
     earlier = approved_version(1, scope=scope[:10], published_scope=scope[:10])
     in_force = approved_version(2, scope=scope, published_scope=scope)
@@ -291,12 +300,37 @@ def test_a_scope_of_thousands_is_stored_once_and_the_page_names_a_few() -> None:
 
     term = _term(catalog)
     raw = (term.customProperties or {})[LESSON_PROPERTY]
-    assert raw.count("table_02999") == 1  # the published scope, once: not again per version
+    assert '"packed_scope":"' in raw and "table_00999" not in raw  # packed, once
+    assert raw.count("table_00009") == 1  # the earlier version's own (small) scope
     assert term_bytes(term) <= MAX_TERM_BYTES
+    assert scope_refusal(scope) is None
     stored = _reloaded(catalog)
-    assert stored.approved == published.approved
+    assert stored.published_scope == scope and stored.approved == published.approved
     assert [v.scope for v in stored.versions] == [scope[:10], scope]
     page = term.definition or ""
-    assert "3,000 datasets in all; the first 50 are above" in page
+    assert f"{datasets:,} datasets in all; the first 50 are above" in page
     assert "table_00049" in page and "table_00050" not in page
-    assert "| 3,000 datasets: shop.public.table_00000, " in page
+    assert f"| {datasets:,} datasets: shop.public.table_00000, " in page
+
+
+@pytest.mark.parametrize(
+    ("packed", "problem"),
+    [
+        ("not base64!", "not a packed scope"),
+        (base64.b64encode(zlib.compress(b'{"a": 1}')).decode(), "not a packed list of urns"),
+        (
+            base64.b64encode(zlib.compress(b"[" + b"0," * 9_000_000 + b"0]")).decode(),
+            "unpacks to more",
+        ),
+    ],
+)
+def test_a_packed_scope_that_is_no_scope_is_a_malformed_record(packed: str, problem: str) -> None:
+    catalog = MemoryCatalog()
+    lesson = published_versions(0)
+    info = lesson_term_mcp(lesson, "t", "urn:li:corpuser:x")
+    record = json.loads((info.aspect.customProperties or {})[LESSON_PROPERTY])
+    info.aspect.customProperties[LESSON_PROPERTY] = json.dumps({**record, "packed_scope": packed})
+    catalog.emit([info])
+    with pytest.raises(CatalogError, match="is malformed") as raised:
+        load_lesson(catalog, lesson.urn)
+    assert problem in str(raised.value)

@@ -5,6 +5,7 @@ running; retirement stops runs and incidents; a rollback republishes an earlier 
 
 from __future__ import annotations
 
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -272,8 +273,10 @@ def test_replaying_the_log_after_versions_and_retirement_changes_nothing(
 def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None:
     store = store_of(published.workdir)
     first = stored_lesson(store, PAYMENTS_LESSON)
+    # names that share little but their prefix: packed, they still take over the bound
     huge = [
-        f"urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.t{i},PROD)" for i in range(2000)
+        f"urn:li:dataset:(urn:li:dataPlatform:snowflake,finance.t_{sha256(str(i).encode()).hexdigest()[:32]},PROD)"
+        for i in range(6000)
     ]
 
     published.catalog.set_structured_properties(PAYMENTS_LESSON, {SCOPE: huge}, STEWARD)
@@ -282,7 +285,8 @@ def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None
     lesson = stored_lesson(store, PAYMENTS_LESSON)
     assert lesson.state is LessonState.PUBLISHED and lesson.revision is None
     assert (
-        f"names 2,000 datasets in {scope_bytes(huge):,} bytes; a lesson's record holds a scope "
+        f"names {len(huge):,} datasets in {scope_bytes(huge):,} bytes as stored; a lesson's "
+        "record holds a scope "
         f"of at most {MAX_SCOPE_BYTES:,} bytes"
     ) in lesson.decisions[-1].detail
     assert first.approved is not None
