@@ -15,8 +15,9 @@ a NaN meets by them (duckdb/duckdb#25521), or drop a filter the statistics say e
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -122,9 +123,10 @@ class SnapshotFile:
     def snapshot_id(self) -> str:
         return self.path.stem
 
-    @property
+    @cached_property
     def read_path(self) -> str:
-        """The file DuckDB reads: the resolved path (what a reader's filename column shows)."""
+        """The file DuckDB reads: the resolved path (what a reader's filename column shows),
+        resolved once (a run reads it three times; a resolve costs a system call a folder)."""
         return str(self.path.resolve())
 
     @property
@@ -201,12 +203,81 @@ class SnapshotFile:
             )
 
     def check_columns(
-        self, connection: duckdb.DuckDBPyConnection, required: list[str]
+        self,
+        connection: duckdb.DuckDBPyConnection,
+        required: list[str],
+        known: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
-        """The snapshot's column types; raise SchemaDriftError when it lacks any ``required``
+        """The snapshot's column types (``known`` when they were read ahead, see
+        :func:`read_ahead_types`); raise SchemaDriftError when it lacks any ``required``
         column."""
-        available = self.column_types(connection)
+        available = dict(known) if known is not None else self.column_types(connection)
         missing = [name for name in required if name not in available]
         if missing:
             raise SchemaDriftError(str(self.path), missing, list(available))
         return available
+
+
+#: Key-value metadata of a Parquet footer that DuckDB never reads a type from: pandas' own
+#: (its index ranges differ between files of one schema but different row counts).
+_TYPELESS_METADATA = frozenset({b"pandas"})
+
+
+def read_ahead_types(
+    connection: duckdb.DuckDBPyConnection, snapshots: Sequence[SnapshotFile]
+) -> dict[str, dict[str, str]]:
+    """Read path -> column types of many Parquet snapshots, from one read of all their footers.
+
+    A history's files share a schema: a DESCRIBE of each costs about what a count of 100k rows
+    does. Files whose footers hold the same schema (every element, as ``parquet_schema`` lists
+    it, and the key-value metadata) are read with the same types, so one DESCRIBE of a file of
+    each schema gives them all. Left out, to be described on their own: CSV files, paths with
+    glob characters (their expansion is checked), and every file when any footer cannot be
+    read (each file then says why).
+    """
+    import duckdb
+
+    files = [
+        s.read_path
+        for s in snapshots
+        if s.format == "parquet" and not GLOB_CHARACTERS.search(s.read_path)
+    ]
+    files = list(dict.fromkeys(files))
+    if not files:
+        return {}
+    try:
+        elements = connection.execute(
+            "SELECT * EXCLUDE (file_name), file_name FROM parquet_schema($files) "
+            "ORDER BY file_name, column_id",
+            {"files": files},
+        ).fetchall()
+        metadata = connection.execute(
+            "SELECT file_name, key, value FROM parquet_kv_metadata($files) "
+            "ORDER BY file_name, key, value",
+            {"files": files},
+        ).fetchall()
+    except duckdb.Error:
+        return {}
+    schemas: dict[str, list[tuple[object, ...]]] = {file: [] for file in files}
+    for *element, file in elements:
+        if file not in schemas:
+            return {}  # a file named otherwise than given: nothing is assumed of it
+        schemas[file].append(tuple(element))
+    for file, key, value in metadata:
+        if file not in schemas:
+            return {}
+        if key not in _TYPELESS_METADATA:
+            schemas[file].append((key, value))
+    types: dict[str, dict[str, str]] = {}
+    described: dict[tuple[tuple[object, ...], ...], dict[str, str]] = {}
+    for file, schema in schemas.items():
+        fingerprint = tuple(schema)
+        if fingerprint not in described:
+            try:
+                described[fingerprint] = SnapshotFile(Path(file), "parquet").column_types(
+                    connection
+                )
+            except SnapshotUnreadableError:
+                continue  # described again on its own, where it says why
+        types[file] = described[fingerprint]
+    return types

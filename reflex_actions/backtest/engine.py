@@ -34,7 +34,7 @@ from reflex_actions.backtest.metrics import (
     SnapshotOutcome,
 )
 from reflex_actions.controls import Control
-from reflex_actions.engines.base import Engine, Evaluation
+from reflex_actions.engines.base import Engine, Evaluation, Target
 from reflex_actions.errors import ReflexError, SnapshotError, SnapshotUnreadableError
 from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
 from reflex_actions.kinds import kind_for_control
@@ -147,10 +147,13 @@ def embedded_engine(memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Iterator[Engine
 
 
 @contextmanager
-def _pool(engine: Engine | None, memory_limit: str, workers: int) -> Iterator[WorkerPool]:
-    """A pool of ``workers`` on ``engine`` (the caller's to close), or on the embedded one."""
+def _pool(
+    engine: Engine | None, memory_limit: str, workers: int, targets: Sequence[Target]
+) -> Iterator[WorkerPool]:
+    """A pool of ``workers`` on ``engine`` (the caller's to close), or on the embedded one,
+    reading ``targets`` (every point judged) ahead."""
     with embedded_engine(memory_limit) if engine is None else nullcontext(engine) as used:
-        pool = WorkerPool(used, workers)
+        pool = WorkerPool(used.reading_ahead(targets), workers)
         try:
             yield pool
         finally:
@@ -184,7 +187,9 @@ def backtest(
     started = time.perf_counter()
     datasets: list[DatasetBacktest] = []
     outcomes: list[SnapshotOutcome] = []
-    with _pool(engine, memory_limit, workers) as pool:
+    read = [*histories, *(references or {}).values()]
+    targets = [point.target for history in read for point in history.points]
+    with _pool(engine, memory_limit, workers, targets) as pool:
         _check_reads(pool.engine, histories)
         for history in histories:
             own_control = (controls_by_dataset or {}).get(history.dataset, control)

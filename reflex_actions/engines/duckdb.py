@@ -12,6 +12,7 @@ judging one point after another holds one point's rows, and closing it releases 
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,7 +28,12 @@ from reflex_actions.engines.base import (
 )
 from reflex_actions.engines.lakehouse import LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
-from reflex_actions.snapshots import SnapshotFile, duckdb_connection
+from reflex_actions.snapshots import (
+    FORMATS_BY_SUFFIX,
+    SnapshotFile,
+    duckdb_connection,
+    read_ahead_types,
+)
 from reflex_actions.sql import SNAPSHOT, Relation, exp
 
 if TYPE_CHECKING:
@@ -47,6 +53,8 @@ class DuckDBEngine(Engine):
         self.connection = connection if connection is not None else duckdb_connection()
         #: parameter -> the name of the Arrow table registered for it
         self._registered: dict[str, str] = {}
+        #: read path -> the column types of a file read ahead (:meth:`reading_ahead`)
+        self._known: Mapping[str, Mapping[str, str]] = {}
 
     def relation(
         self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT
@@ -56,7 +64,11 @@ class DuckDBEngine(Engine):
         if not isinstance(target, FileTarget):
             raise SnapshotUnreadableError(f"the duckdb engine does not read {target.shown}")
         snapshot = SnapshotFile.from_path(target.path)
-        types = snapshot.check_columns(self.connection, needed_columns(target, required))
+        types = snapshot.check_columns(
+            self.connection,
+            needed_columns(target, required),
+            self._known.get(snapshot.read_path),
+        )
         return partition_of(snapshot.relation(parameter, types), target, parameter)
 
     def _lakehouse_relation(
@@ -88,7 +100,23 @@ class DuckDBEngine(Engine):
         """A cursor on the same database: one memory limit and spill folder bound them all."""
         worker = DuckDBEngine(self.connection.cursor())
         worker._owned = True
+        worker._known = self._known
         return worker
+
+    def reading_ahead(self, targets: Sequence[Target]) -> DuckDBEngine:
+        """This engine knowing the column types of the whole Parquet files among ``targets``
+        from one read of their footers (``read_ahead_types``), not one DESCRIBE each."""
+        files = [
+            SnapshotFile(target.path, "parquet")
+            for target in targets
+            if isinstance(target, FileTarget)
+            and FORMATS_BY_SUFFIX.get(target.path.suffix.lower()) == "parquet"
+            and target.path.is_file()
+        ]
+        ahead = copy.copy(self)  # of the same class, on the same connection
+        ahead._owned, ahead._registered = False, {}
+        ahead._known = read_ahead_types(self.connection, files)
+        return ahead
 
     def close(self) -> None:
         if self._owned:
