@@ -151,10 +151,14 @@ class SnapshotFile:
         return cls(path=snapshot_path, format=snapshot_format)
 
     def relation(
-        self, parameter: str = "snapshot", types: Mapping[str, str] | None = None
+        self,
+        parameter: str = "snapshot",
+        types: Mapping[str, str] | None = None,
+        footer_rows: int | None = None,
     ) -> Relation:
         """The whole snapshot as a relation, its path bound as ``$parameter`` (a parent's
-        snapshot read beside a child's takes another name), with its column types if known."""
+        snapshot read beside a child's takes another name), with its column types and its
+        footer's row count if known."""
         return Relation(
             source=self.reader_sql(parameter),
             params={parameter: self.pattern},
@@ -162,6 +166,7 @@ class SnapshotFile:
             text_only=self.format == "csv",
             filters_see_nans=True,  # the reader is told NaNs may hide from the statistics
             row_count_is_free=self.format == "parquet",  # a footer holds it
+            footer_rows=footer_rows,
         )
 
     def reader_sql(self, parameter: str = "snapshot") -> str:
@@ -223,17 +228,27 @@ class SnapshotFile:
 _TYPELESS_METADATA = frozenset({b"pandas"})
 
 
-def read_ahead_types(
+@dataclass(frozen=True)
+class ReadAhead:
+    """What a Parquet file's footer says, read ahead: its column types and its row count."""
+
+    types: dict[str, str]
+    rows: int
+
+
+def read_ahead(
     connection: duckdb.DuckDBPyConnection, snapshots: Sequence[SnapshotFile]
-) -> dict[str, dict[str, str]]:
-    """Read path -> column types of many Parquet snapshots, from one read of all their footers.
+) -> dict[str, ReadAhead]:
+    """Read path -> column types and row count of many Parquet snapshots, from one read of all
+    their footers.
 
     A history's files share a schema: a DESCRIBE of each costs about what a count of 100k rows
     does. Files whose footers hold the same schema (every element, as ``parquet_schema`` lists
     it, and the key-value metadata) are read with the same types, so one DESCRIBE of a file of
     each schema gives them all. Left out, to be described on their own: CSV files, paths with
     glob characters (their expansion is checked), and every file when any footer cannot be
-    read (each file then says why).
+    read (each file then says why). The row count is the sum of the row groups' counts, as a
+    scan counts them.
     """
     import duckdb
 
@@ -256,8 +271,14 @@ def read_ahead_types(
             "ORDER BY file_name, key, value",
             {"files": files},
         ).fetchall()
+        groups = connection.execute(
+            "SELECT file_name, sum(row_group_num_rows) FROM (SELECT DISTINCT file_name, "
+            "row_group_id, row_group_num_rows FROM parquet_metadata($files)) GROUP BY file_name",
+            {"files": files},
+        ).fetchall()
     except duckdb.Error:
         return {}
+    rows = {file: int(count) for file, count in groups}  # a file of no row group: none
     schemas: dict[str, list[tuple[object, ...]]] = {file: [] for file in files}
     for *element, file in elements:
         if file not in schemas:
@@ -268,7 +289,7 @@ def read_ahead_types(
             return {}
         if key not in _TYPELESS_METADATA:
             schemas[file].append((key, value))
-    types: dict[str, dict[str, str]] = {}
+    known: dict[str, ReadAhead] = {}
     described: dict[tuple[tuple[object, ...], ...], dict[str, str]] = {}
     for file, schema in schemas.items():
         fingerprint = tuple(schema)
@@ -279,5 +300,5 @@ def read_ahead_types(
                 )
             except SnapshotUnreadableError:
                 continue  # described again on its own, where it says why
-        types[file] = described[fingerprint]
-    return types
+        known[file] = ReadAhead(described[fingerprint], rows.get(file, 0))
+    return known

@@ -173,6 +173,9 @@ class Relation:
     #: whether the engine knows the row count without reading the rows (a Parquet footer):
     #: a control may then count its violations in a query of their own
     row_count_is_free: bool = False
+    #: the rows of the whole target as its footer says, when the engine read it ahead (a
+    #: backtest's Parquet files): a counts query of ``rows_scanned`` alone is answered by it
+    footer_rows: int | None = None
 
     @classmethod
     def of(cls, sql: str, **known: Any) -> Relation:

@@ -158,6 +158,7 @@ def partition_of(relation: Relation, target: FileTarget | TableTarget, parameter
         source=source,
         params={**relation.params, name: target.partition},
         row_count_is_free=False,  # a filter: the rows are counted, not read from a footer
+        footer_rows=None,
     )
 
 
@@ -215,6 +216,9 @@ class Engine(ABC):
         """The control's counts on ``relation``, and its sample only when they fail (or, for a
         control whose sample carries its violation count, the row count and the sample)."""
         query = rendered(control, relation, sample_size, self.dialect)
+        if query.sample_totals and relation.footer_rows is not None:
+            # its counts are the row count alone, which the footer read ahead says
+            return self.judged(control, relation, query, (relation.footer_rows,))
         rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")

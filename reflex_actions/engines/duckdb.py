@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from reflex_actions.engines.base import (
@@ -30,9 +31,10 @@ from reflex_actions.engines.lakehouse import LakehouseTarget, read_arrow
 from reflex_actions.errors import SnapshotUnreadableError, first_line
 from reflex_actions.snapshots import (
     FORMATS_BY_SUFFIX,
+    ReadAhead,
     SnapshotFile,
     duckdb_connection,
-    read_ahead_types,
+    read_ahead,
 )
 from reflex_actions.sql import SNAPSHOT, Relation, exp
 
@@ -53,8 +55,8 @@ class DuckDBEngine(Engine):
         self.connection = connection if connection is not None else duckdb_connection()
         #: parameter -> the name of the Arrow table registered for it
         self._registered: dict[str, str] = {}
-        #: read path -> the column types of a file read ahead (:meth:`reading_ahead`)
-        self._known: Mapping[str, Mapping[str, str]] = {}
+        #: path -> a Parquet file read ahead and what its footer says (:meth:`reading_ahead`)
+        self._known: Mapping[Path, tuple[SnapshotFile, ReadAhead]] = {}
 
     def relation(
         self, target: Target, required: Sequence[str] = (), parameter: str = SNAPSHOT
@@ -63,13 +65,17 @@ class DuckDBEngine(Engine):
             return self._lakehouse_relation(target, required, parameter)
         if not isinstance(target, FileTarget):
             raise SnapshotUnreadableError(f"the duckdb engine does not read {target.shown}")
-        snapshot = SnapshotFile.from_path(target.path)
+        found = self._known.get(target.path)
+        if found is None:
+            snapshot = SnapshotFile.from_path(target.path)
+            types = snapshot.check_columns(self.connection, needed_columns(target, required))
+            return partition_of(snapshot.relation(parameter, types), target, parameter)
+        snapshot, footer = found
         types = snapshot.check_columns(
-            self.connection,
-            needed_columns(target, required),
-            self._known.get(snapshot.read_path),
+            self.connection, needed_columns(target, required), footer.types
         )
-        return partition_of(snapshot.relation(parameter, types), target, parameter)
+        relation = snapshot.relation(parameter, types, footer.rows)
+        return partition_of(relation, target, parameter)
 
     def _lakehouse_relation(
         self, target: LakehouseTarget, required: Sequence[str], parameter: str
@@ -104,18 +110,25 @@ class DuckDBEngine(Engine):
         return worker
 
     def reading_ahead(self, targets: Sequence[Target]) -> DuckDBEngine:
-        """This engine knowing the column types of the whole Parquet files among ``targets``
-        from one read of their footers (``read_ahead_types``), not one DESCRIBE each."""
-        files = [
-            SnapshotFile(target.path, "parquet")
+        """This engine knowing the column types and row counts of the whole Parquet files
+        among ``targets`` from one read of their footers (``read_ahead``), not one DESCRIBE
+        and one count each."""
+        files = {
+            target.path: SnapshotFile(target.path, "parquet")
             for target in targets
             if isinstance(target, FileTarget)
             and FORMATS_BY_SUFFIX.get(target.path.suffix.lower()) == "parquet"
             and target.path.is_file()
-        ]
+        }
+        footers = read_ahead(self.connection, list(files.values()))
         ahead = copy.copy(self)  # of the same class, on the same connection
         ahead._owned, ahead._registered = False, {}
-        ahead._known = read_ahead_types(self.connection, files)
+        # each file found and resolved once here, not again for each point reading it
+        ahead._known = {
+            path: (snapshot, footers[snapshot.read_path])
+            for path, snapshot in files.items()
+            if snapshot.read_path in footers
+        }
         return ahead
 
     def close(self) -> None:

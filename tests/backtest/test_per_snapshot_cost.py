@@ -86,6 +86,25 @@ def test_one_describe_per_schema_and_the_report_of_describing_every_file(
     assert len(described) == 13
 
 
+def test_a_file_read_ahead_is_found_and_resolved_once(
+    history: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A point whose file was read ahead is not looked up again (two stats and a resolve each):
+    only the CSV day is."""
+    loaded = load_history(history)
+    found: list[Path] = []
+    original = SnapshotFile.from_path.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[SnapshotFile], path: Any) -> SnapshotFile:
+        found.append(Path(path))
+        return original(cls, path)
+
+    monkeypatch.setattr(SnapshotFile, "from_path", classmethod(recording))
+    report = backtest(NOT_NULL, [loaded])
+    assert [path.name for path in found] == ["2026-09-13.csv"]
+    assert sum(outcome.evaluable for outcome in report.per_snapshot) == 12
+
+
 def test_a_changed_type_is_judged_by_its_own_schema(history: Path) -> None:
     """The text ``amount`` of one day is read as text (its '500' out of range), the DOUBLE
     days natively: the types read ahead are each file's own."""
@@ -121,15 +140,17 @@ class RecordingEngine(DuckDBEngine):
 
 
 @pytest.mark.parametrize(
-    ("control", "failing"),
-    [(NOT_NULL, 3), (VolumeControl(min_rows=20), 1)],
-    ids=["not_null", "volume"],
+    ("control", "failing", "extra"),
+    [(NOT_NULL, 3, 3), (VolumeControl(min_rows=20), 1, 0), (IN_RANGE, 1, 0)],
+    ids=["not_null", "volume", "value_range"],
 )
-def test_one_query_a_passing_snapshot_and_the_sample_only_on_failure(
-    history: Path, control: Any, failing: int
+def test_one_query_a_snapshot_but_the_sample_of_a_failing_one(
+    history: Path, control: Any, failing: int, extra: int
 ) -> None:
-    """A passing snapshot costs its counts query alone (its schema read ahead); a failing one
-    its sample too (a control whose sample is its measures: none)."""
+    """A passing snapshot costs one query (its schema read ahead), a failing one its sample
+    too (a control whose sample is its measures: none). A control whose sample carries its
+    violations runs that alone, pass or fail: the footer read ahead gives its row count (the
+    CSV day, no footer, counts rows and violations in one query)."""
     engine = RecordingEngine()
     try:
         report = backtest(control, [load_history(history)], engine=engine, workers=1)
@@ -137,5 +158,4 @@ def test_one_query_a_passing_snapshot_and_the_sample_only_on_failure(
         engine.close()
     evaluable = sum(outcome.evaluable for outcome in report.per_snapshot)
     assert sum(bool(outcome.flagged) for outcome in report.per_snapshot) == failing
-    samples = failing if control is NOT_NULL else 0
-    assert len(engine.fetched) == evaluable + samples
+    assert len(engine.fetched) == evaluable + extra
