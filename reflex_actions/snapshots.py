@@ -126,12 +126,13 @@ class SnapshotFile:
     @cached_property
     def read_path(self) -> str:
         """The file DuckDB reads: the resolved path (what a reader's filename column shows),
-        resolved once (a run reads it three times; a resolve costs a system call a folder)."""
+        resolved once (a resolve costs a system call a folder)."""
         return str(self.path.resolve())
 
-    @property
+    @cached_property
     def pattern(self) -> str:
-        """What DuckDB is given to read exactly :attr:`read_path`."""
+        """What DuckDB is given to read exactly :attr:`read_path` (made once: a backtest binds
+        it for each query on the file)."""
         return exact_file_pattern(Path(self.read_path))
 
     @classmethod
@@ -252,12 +253,12 @@ def read_ahead(
     """
     import duckdb
 
-    files = [
-        s.read_path
+    by_file = {
+        s.read_path: s
         for s in snapshots
         if s.format == "parquet" and not GLOB_CHARACTERS.search(s.read_path)
-    ]
-    files = list(dict.fromkeys(files))
+    }
+    files = list(by_file)
     if not files:
         return {}
     try:
@@ -295,9 +296,7 @@ def read_ahead(
         fingerprint = tuple(schema)
         if fingerprint not in described:
             try:
-                described[fingerprint] = SnapshotFile(Path(file), "parquet").column_types(
-                    connection
-                )
+                described[fingerprint] = by_file[file].column_types(connection)
             except SnapshotUnreadableError:
                 continue  # described again on its own, where it says why
         known[file] = ReadAhead(described[fingerprint], rows.get(file, 0))

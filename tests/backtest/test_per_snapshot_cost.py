@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from reflex_actions import snapshots
 from reflex_actions.backtest import backtest, load_history
 from reflex_actions.backtest.metrics import BacktestReport
 from reflex_actions.engines.duckdb import DuckDBEngine
@@ -90,9 +91,17 @@ def test_a_file_read_ahead_is_found_and_resolved_once(
     history: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A point whose file was read ahead is not looked up again (two stats and a resolve each):
-    only the CSV day is."""
+    only the CSV day is; and no file's DuckDB pattern is made twice."""
     loaded = load_history(history)
     found: list[Path] = []
+    patterns: list[Path] = []
+    make_pattern = snapshots.exact_file_pattern
+
+    def recording_pattern(path: Path) -> str:
+        patterns.append(path)
+        return make_pattern(path)
+
+    monkeypatch.setattr(snapshots, "exact_file_pattern", recording_pattern)
     original = SnapshotFile.from_path.__func__  # type: ignore[attr-defined]
 
     def recording(cls: type[SnapshotFile], path: Any) -> SnapshotFile:
@@ -102,6 +111,7 @@ def test_a_file_read_ahead_is_found_and_resolved_once(
     monkeypatch.setattr(SnapshotFile, "from_path", classmethod(recording))
     report = backtest(NOT_NULL, [loaded])
     assert [path.name for path in found] == ["2026-09-13.csv"]
+    assert len(patterns) == len(set(patterns)) == 13
     assert sum(outcome.evaluable for outcome in report.per_snapshot) == 12
 
 
