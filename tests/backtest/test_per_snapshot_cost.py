@@ -12,6 +12,7 @@ import pytest
 
 from reflex_actions import snapshots
 from reflex_actions.backtest import backtest, load_history
+from reflex_actions.backtest.engine import embedded_engine
 from reflex_actions.backtest.metrics import BacktestReport
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.kinds.invalid_values import ValueRangeControl
@@ -169,3 +170,10 @@ def test_one_query_a_snapshot_but_the_sample_of_a_failing_one(
     evaluable = sum(outcome.evaluable for outcome in report.per_snapshot)
     assert sum(bool(outcome.flagged) for outcome in report.per_snapshot) == failing
     assert len(engine.fetched) == evaluable + extra
+
+
+def test_the_embedded_engine_parses_a_footer_once() -> None:
+    """Its database keeps the Parquet footers it read (the read-ahead's), for each file's own
+    query."""
+    with embedded_engine() as engine:
+        assert engine.fetch("SELECT current_setting('parquet_metadata_cache')", {}) == [(True,)]
