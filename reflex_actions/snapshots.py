@@ -215,7 +215,7 @@ class SnapshotFile:
         known: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """The snapshot's column types (``known`` when they were read ahead, see
-        :func:`read_ahead_types`); raise SchemaDriftError when it lacks any ``required``
+        :func:`read_ahead`); raise SchemaDriftError when it lacks any ``required``
         column."""
         available = dict(known) if known is not None else self.column_types(connection)
         missing = [name for name in required if name not in available]

@@ -202,8 +202,8 @@ class Engine(ABC):
 
     def reading_ahead(self, targets: Sequence[Target]) -> Engine:
         """This engine, knowing ahead what it can learn of ``targets`` at once (the DuckDB
-        engine: a history's Parquet schemas from one read of their footers); itself for an
-        engine that learns nothing so."""
+        engine: a history's Parquet schemas and row counts from one read of their footers);
+        itself for an engine that learns nothing so."""
         return self
 
     def close(self) -> None:  # noqa: B027 - most engines hold nothing to release
