@@ -126,11 +126,11 @@ def generate(folder: Path, snapshots: int, rows: int) -> None:
 
 def make_control(name: str, rows: int) -> Control:
     """The control ``--control`` names, set to flag exactly the failing snapshots."""
+    from reflex_actions.controls.freshness import FreshnessControl
+    from reflex_actions.controls.not_null import NotNullControl
     from reflex_actions.controls.uniqueness import UniquenessControl
-    from reflex_actions.kinds.invalid_values import AcceptedValuesControl, ValueRangeControl
-    from reflex_actions.kinds.missing_rows import VolumeControl
-    from reflex_actions.kinds.missing_values import NotNullControl
-    from reflex_actions.kinds.stale_data import FreshnessControl
+    from reflex_actions.controls.values import AcceptedValuesControl, ValueRangeControl
+    from reflex_actions.controls.volume import VolumeControl
 
     return {
         "uniqueness": lambda: UniquenessControl(field="transaction_id"),

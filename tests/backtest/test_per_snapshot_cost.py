@@ -14,10 +14,10 @@ from reflex_actions import snapshots
 from reflex_actions.backtest import backtest, load_history
 from reflex_actions.backtest.engine import embedded_engine
 from reflex_actions.backtest.metrics import BacktestReport
+from reflex_actions.controls.not_null import NotNullControl
+from reflex_actions.controls.values import ValueRangeControl
+from reflex_actions.controls.volume import VolumeControl
 from reflex_actions.engines.duckdb import DuckDBEngine
-from reflex_actions.kinds.invalid_values import ValueRangeControl
-from reflex_actions.kinds.missing_rows import VolumeControl
-from reflex_actions.kinds.missing_values import NotNullControl
 from reflex_actions.snapshots import SnapshotFile
 from tests.conftest import write_snapshot
 
