@@ -4,7 +4,6 @@ timed, and its report the same as when every file is read on its own."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from reflex_actions.controls.values import ValueRangeControl
 from reflex_actions.controls.volume import VolumeControl
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.snapshots import SnapshotFile
+from tests.conformance.dialect_rendering import RecordingEngine as QueryRecorder
 from tests.conftest import write_snapshot
 
 NOT_NULL = NotNullControl(field="account_id")
@@ -134,17 +134,9 @@ def test_an_unreadable_footer_leaves_every_file_to_be_read_on_its_own(
     assert "2026-09-14.parquet" in (report.per_snapshot[-1].reason or "")
 
 
-class RecordingEngine(DuckDBEngine):
+class RecordingEngine(QueryRecorder):
     """The DuckDB engine recording every query it runs; its worker records into the same list
     (one worker: it shares the connection)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fetched: list[str] = []
-
-    def fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        self.fetched.append(sql)
-        return super().fetch(sql, params)
 
     def worker(self) -> RecordingEngine:
         return copy.copy(self)
