@@ -13,11 +13,12 @@ from reflex_actions.handlers.authorization import Gatekeeper
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.directives import Outbox, apply
 from reflex_actions.handlers.histories import Histories
-from reflex_actions.handlers.lesson_store import load_lesson
+from reflex_actions.handlers.lesson_store import load_lesson, structured_values
 from reflex_actions.handlers.own_runs import OwnRuns
 from reflex_actions.lessons.drafting import Proposer, make_proposer
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.times import now_ms
+from reflex_actions.vocabulary import COVERAGE
 
 
 @dataclass
@@ -62,6 +63,22 @@ class HandlerContext:
         """The lesson on this term as the current decision sees it: its own pending save, else
         the store's."""
         return self.out.pending_lesson(urn) or load_lesson(self.catalog, urn)
+
+    def published_lessons(self, dataset_urn: str, as_of: int | None = None) -> list[Lesson]:
+        """The published lessons whose controls cover this dataset (as the current decision
+        sees them); with ``as_of`` (an event's time), only those in force by then: an event is
+        judged by the coverage at its own time, so replaying an old event never runs a
+        control published after it."""
+        lessons = []
+        for urn in structured_values(self.catalog, dataset_urn, COVERAGE):
+            lesson = self.lesson(str(urn))
+            if (
+                lesson
+                and lesson.in_force_on(dataset_urn)
+                and (as_of is None or (lesson.in_force_since or 0) <= as_of)
+            ):
+                lessons.append(lesson)
+        return lessons
 
 
 def decide_and_apply(

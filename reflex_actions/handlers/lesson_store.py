@@ -114,6 +114,11 @@ def term_title(term: GlossaryTermInfoClass | None) -> str:
     return term.name.removeprefix(TITLE_PREFIX) if term and term.name else ""
 
 
+def lesson_title(catalog: Catalog, lesson: Lesson) -> str:
+    """The lesson's title as its term shows it (its incident's urn before the term has one)."""
+    return term_title(catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)) or lesson.incident
+
+
 def save_lesson(catalog: Catalog, lesson: Lesson, actor: str) -> None:
     """Rewrite the lesson's term (definition and machine state); the title is kept."""
     title = term_title(catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)) or lesson.incident

@@ -23,9 +23,7 @@ from reflex_actions.handlers.assertions import (
 )
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.lesson_store import as_text
-from reflex_actions.handlers.publish import lesson_title
-from reflex_actions.handlers.run_controls import published_lessons
+from reflex_actions.handlers.lesson_store import as_text, lesson_title
 from reflex_actions.kinds import kind_for_control
 from reflex_actions.kinds.base import OwnerChange, Trigger
 from reflex_actions.lessons.lifecycle import owner_decided, propose_owner
@@ -44,7 +42,7 @@ def on_user_status(change: AspectChange, ctx: HandlerContext) -> None:
     if after is None or after.status != SUSPENDED or (before and before.status == SUSPENDED):
         return
     for dataset_urn in ctx.catalog.datasets_by_owner(change.urn):
-        for lesson in published_lessons(dataset_urn, ctx, as_of=change.time_ms):
+        for lesson in ctx.published_lessons(dataset_urn, as_of=change.time_ms):
             _check_dataset(lesson, dataset_urn, change, ctx)
 
 
@@ -98,7 +96,7 @@ def _raise_recurrence(
         ctx.catalog,
         ctx.out,
         lesson,
-        lesson_title(lesson, ctx),
+        lesson_title(ctx.catalog, lesson),
         assertion,
         dataset.urn,
         snapshot_id,
@@ -121,7 +119,7 @@ def _raise_recurrence(
 
 def pending_ownership_lesson(dataset_urn: str, ctx: HandlerContext) -> Lesson | None:
     return next(
-        (x for x in published_lessons(dataset_urn, ctx) if dataset_urn in x.ownership_proposals),
+        (x for x in ctx.published_lessons(dataset_urn) if dataset_urn in x.ownership_proposals),
         None,
     )
 

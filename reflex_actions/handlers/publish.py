@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from datahub.metadata.schema_classes import GlossaryTermInfoClass, StatusClass
+from datahub.metadata.schema_classes import StatusClass
 
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.catalog.steward import acting_as
@@ -18,7 +18,6 @@ from reflex_actions.handlers.lesson_store import (
     as_text,
     scope_bytes,
     structured_values,
-    term_title,
 )
 from reflex_actions.lessons.lifecycle import publish
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
@@ -71,10 +70,6 @@ def control_for(
         if match.target.name != field.name:
             mapping[field.name] = match.target.name
     return control.with_dataset_fields(mapping)
-
-
-def lesson_title(lesson: Lesson, ctx: HandlerContext) -> str:
-    return term_title(ctx.catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)) or lesson.incident
 
 
 def on_approved(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:

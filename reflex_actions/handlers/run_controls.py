@@ -48,35 +48,16 @@ from reflex_actions.handlers.landing import (
     locate_snapshot,
     parent_snapshot,
 )
-from reflex_actions.handlers.lesson_store import structured_values
+from reflex_actions.handlers.lesson_store import lesson_title
 from reflex_actions.handlers.own_runs import OwnRuns
-from reflex_actions.handlers.publish import lesson_title
 from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import believed_time, iso
-from reflex_actions.vocabulary import COVERAGE, display_name
+from reflex_actions.vocabulary import display_name
 
 logger = logging.getLogger(__name__)
-
-
-def published_lessons(
-    dataset_urn: str, ctx: HandlerContext, as_of: int | None = None
-) -> list[Lesson]:
-    """The published lessons whose controls cover this dataset; with ``as_of`` (an event's
-    time), only those in force by then: an event is judged by the coverage at its own time,
-    so replaying an old event never runs a control published after it."""
-    lessons = []
-    for urn in structured_values(ctx.catalog, dataset_urn, COVERAGE):
-        lesson = ctx.lesson(str(urn))
-        if (
-            lesson
-            and lesson.in_force_on(dataset_urn)
-            and (as_of is None or (lesson.in_force_since or 0) <= as_of)
-        ):
-            lessons.append(lesson)
-    return lessons
 
 
 def names_no_data(operation: OperationClass) -> bool:
@@ -127,7 +108,7 @@ def covered_controls(
     dataset_urn: str, ctx: HandlerContext, as_of: int, trigger: Trigger
 ) -> Iterator[CoveredControl]:
     """The controls covering the dataset (published by ``as_of``) that ``trigger`` evaluates."""
-    for lesson in published_lessons(dataset_urn, ctx, as_of=as_of):
+    for lesson in ctx.published_lessons(dataset_urn, as_of=as_of):
         covered = covered_control(lesson, dataset_urn, ctx)
         if covered is not None and triggered_by(covered.control.type, trigger):
             yield covered
@@ -168,7 +149,7 @@ def record_run(
             ctx.catalog,
             ctx.out,
             covered.lesson,
-            lesson_title(covered.lesson, ctx),
+            lesson_title(ctx.catalog, covered.lesson),
             covered.assertion,
             dataset_urn,
             incident_key or run_id,
