@@ -7,13 +7,15 @@ Usage::
 One deterministic Parquet snapshot (generated once by DuckDB into ``--data-dir``) holds two
 DOUBLE columns: ``amount`` (cents as a DOUBLE, 0 to 50,000, a negative one in every 5,003 rows
 and one above 50,000 in every 20,011) and ``vat_rate`` (0, 0.05, 0.1 or 0.2, and 0.15 in every
-10,007 rows), and a text key ``transaction_id`` (``txn-<row>``, a retry repeating the row
-before it in every 1,009). The control types run on it:
+10,007 rows), a text key ``transaction_id`` (``txn-<row>``, a retry repeating the row before it
+in every 1,009) and ``customer_id`` (NULL in every 4,001 rows). The control types run on it:
 
 - ``value_range``: ``amount`` in [0, 50000];
 - ``accepted_values``: ``vat_rate`` is one of 0, 0.05, 0.1, 0.2;
 - ``uniqueness``: ``transaction_id`` identifies one row (the script: one GROUP BY returning
-  the duplicated keys, their total beyond the first the count).
+  the duplicated keys, their total beyond the first the count);
+- ``not_null``: ``customer_id`` is never NULL (the script: the NULL rows counted, then the
+  first 5 by ``transaction_id``, which is how Reflex's sample names them).
 
 Each run is a whole process, as a scheduler starts one: Reflex's ``control run SPEC --snapshot
 FILE --json`` (its SQL read from the rendered store the warm-up run filled, in the bench's own
@@ -43,19 +45,21 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 CLI = "import sys; from reflex_actions.cli.main import cli; sys.argv[0] = 'datahub-reflex'; "
 CLI += "sys.exit(cli())"
-GENERATOR_VERSION = 2  # bump when the generated data changes, to invalidate the cache
+GENERATOR_VERSION = 3  # bump when the generated data changes, to invalidate the cache
 MAX_AMOUNT = 50_000
 RATES = (0, 0.05, 0.1, 0.2)
 SPECS: dict[str, dict[str, Any]] = {
     "value_range": {"type": "value_range", "field": "amount", "min": 0, "max": MAX_AMOUNT},
     "accepted_values": {"type": "accepted_values", "field": "vat_rate", "values": list(RATES)},
     "uniqueness": {"type": "uniqueness", "field": "transaction_id"},
+    "not_null": {"type": "not_null", "field": "customer_id"},
 }
 #: the hand-written script's column and condition for each control (this script's constants)
 HAND_CONDITIONS = {
     "value_range": ('"amount"', '"amount" < 0 OR "amount" > 50000'),
     "accepted_values": ('"vat_rate"', '"vat_rate" NOT IN (0, 0.05, 0.1, 0.2)'),
     "uniqueness": ('"transaction_id"', ""),
+    "not_null": ('"transaction_id"', '"customer_id" IS NULL'),
 }
 HAND_SCRIPT = """
 import json, sys
@@ -70,6 +74,19 @@ sample = con.execute(
     "GROUP BY value ORDER BY n DESC, value LIMIT 5", {"path": path}
 ).fetchall() if count else []
 print(json.dumps({"count": count, "sample": [[v, n] for v, n in sample]}))
+"""
+NOT_NULL_SCRIPT = """
+import json, sys
+import duckdb
+path, column, condition = sys.argv[1:4]
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # as Reflex does: a bar would print into stdout
+where = f"FROM read_parquet($path) WHERE {condition}"
+(count,), = con.execute(f"SELECT count(*) {where}", {"path": path}).fetchall()
+sample = con.execute(
+    f"SELECT {column} {where} ORDER BY {column} LIMIT 5", {"path": path}
+).fetchall() if count else []
+print(json.dumps({"count": count, "sample": [[v, 1] for (v,) in sample]}))
 """
 UNIQUE_SCRIPT = """
 import json, sys
@@ -93,6 +110,7 @@ def planted(rows: int) -> dict[str, int]:
         "value_range": below + above,
         "accepted_values": len(range(3, rows, 10007)),
         "uniqueness": len(range(1, rows, 1009)),
+        "not_null": len(range(0, rows, 4001)),
     }
 
 
@@ -112,7 +130,8 @@ def ensure_snapshot(data_dir: Path, rows: int) -> Path:
                  ELSE (hash(i) % {MAX_AMOUNT * 100}) / 100.0 END::DOUBLE AS amount,
             CASE WHEN i % 10007 = 3 THEN 0.15
                  ELSE [0, 0.05, 0.1, 0.2][(hash(i * 7) % 4)::BIGINT + 1] END::DOUBLE AS vat_rate,
-            'txn-' || CASE WHEN i % 1009 = 1 THEN i - 1 ELSE i END AS transaction_id
+            'txn-' || CASE WHEN i % 1009 = 1 THEN i - 1 ELSE i END AS transaction_id,
+            CASE WHEN i % 4001 = 0 THEN NULL ELSE 'c' || (i % 50000) END AS customer_id
         FROM range({rows}) AS r(i)
     ) TO '{partial}' (FORMAT parquet)"""
     )
@@ -120,12 +139,18 @@ def ensure_snapshot(data_dir: Path, rows: int) -> Path:
     return path
 
 
+def _shown(row: dict[str, Any]) -> list[Any]:
+    """A sample row as the scripts print it: the value (or key, or identifying column) and
+    how many rows hold it (a not_null row is one row)."""
+    if "row" in row:
+        return [next(iter(row["row"].values())), 1]
+    value = row["value"] if "value" in row else next(iter(row["key"].values()))
+    return [value, row["occurrences"]]
+
+
 def reflex_answer(output: str) -> dict[str, Any]:
     result = json.loads(output)
-    sample = [
-        [row["value"] if "value" in row else next(iter(row["key"].values())), row["occurrences"]]
-        for row in result["sample"]
-    ]
+    sample = [_shown(row) for row in result["sample"]]
     return {"count": result["violation_count"], "sample": sample}
 
 
@@ -158,7 +183,7 @@ def main() -> None:
     commands: dict[str, tuple[list[str], dict[str, str], Path]] = {}
     for name in SPECS:
         column, condition = HAND_CONDITIONS[name]
-        script = UNIQUE_SCRIPT if name == "uniqueness" else HAND_SCRIPT
+        script = {"uniqueness": UNIQUE_SCRIPT, "not_null": NOT_NULL_SCRIPT}.get(name, HAND_SCRIPT)
         hand = [PYTHON, "-c", script, str(snapshot), column, condition]
         commands[f"{name}: hand DuckDB"] = (hand, dict(os.environ), REPO)
         for tree in trees:
