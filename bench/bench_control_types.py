@@ -64,29 +64,18 @@ HAND_CONDITIONS = {
 HAND_SCRIPT = """
 import json, sys
 import duckdb
-path, column, condition = sys.argv[1:4]
+path, column, condition, listed = sys.argv[1:5]
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")  # as Reflex does: a bar would print into stdout
 where = f"FROM read_parquet($path) WHERE {condition}"
 (count,), = con.execute(f"SELECT count(*) {where}", {"path": path}).fetchall()
-sample = con.execute(
-    f"SELECT CAST({column} AS VARCHAR) AS value, count(*) AS n {where} "
-    "GROUP BY value ORDER BY n DESC, value LIMIT 5", {"path": path}
-).fetchall() if count else []
+if listed == "rows":  # the first rows, one each
+    query = f"SELECT {column}, 1 {where} ORDER BY {column} LIMIT 5"
+else:  # the values, most frequent first
+    query = (f"SELECT CAST({column} AS VARCHAR) AS value, count(*) AS n {where} "
+             "GROUP BY value ORDER BY n DESC, value LIMIT 5")
+sample = con.execute(query, {"path": path}).fetchall() if count else []
 print(json.dumps({"count": count, "sample": [[v, n] for v, n in sample]}))
-"""
-NOT_NULL_SCRIPT = """
-import json, sys
-import duckdb
-path, column, condition = sys.argv[1:4]
-con = duckdb.connect()
-con.execute("SET enable_progress_bar = false")  # as Reflex does: a bar would print into stdout
-where = f"FROM read_parquet($path) WHERE {condition}"
-(count,), = con.execute(f"SELECT count(*) {where}", {"path": path}).fetchall()
-sample = con.execute(
-    f"SELECT {column} {where} ORDER BY {column} LIMIT 5", {"path": path}
-).fetchall() if count else []
-print(json.dumps({"count": count, "sample": [[v, 1] for (v,) in sample]}))
 """
 UNIQUE_SCRIPT = """
 import json, sys
@@ -183,8 +172,9 @@ def main() -> None:
     commands: dict[str, tuple[list[str], dict[str, str], Path]] = {}
     for name in SPECS:
         column, condition = HAND_CONDITIONS[name]
-        script = {"uniqueness": UNIQUE_SCRIPT, "not_null": NOT_NULL_SCRIPT}.get(name, HAND_SCRIPT)
-        hand = [PYTHON, "-c", script, str(snapshot), column, condition]
+        script = UNIQUE_SCRIPT if name == "uniqueness" else HAND_SCRIPT
+        listed = "rows" if name == "not_null" else "values"
+        hand = [PYTHON, "-c", script, str(snapshot), column, condition, listed]
         commands[f"{name}: hand DuckDB"] = (hand, dict(os.environ), REPO)
         for tree in trees:
             env = {

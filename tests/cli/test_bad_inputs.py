@@ -152,6 +152,8 @@ CASES = [
     Case("r.html", f"{BACKTEST} --report nodir/r.html"),
     Case("a-folder.csv", f"{BACKTEST} --report a-folder.csv"),
     Case("column name ''", f"backtest {SPEC} --table s.csv --partition-column ''"),
+    Case("references no dataset", f"{BACKTEST} --reference-table shop.customers"),
+    Case("name two parents", f"{BACKTEST} --reference-table t --reference-history history"),
     Case("nothere.yaml: No such file", "control compile nothere.yaml"),
     Case("README.md", "control compile README.md"),
     Case("a-folder.csv", "control compile a-folder.csv"),
