@@ -246,7 +246,7 @@ def run_controls_on_recorded(
                 counts = _counts_of_each(engine, group)
             except SnapshotUnreadableError as error:
                 for index, _, _ in group:
-                    outcomes[index] = _unreadable(judgements[index], error)
+                    outcomes[index] = _unreadable(_Recorded(judgements[index].snapshot_id), error)
                 continue
             for (index, relation, query), row in zip(group, counts, strict=True):
                 judgement = judgements[index]
@@ -254,15 +254,17 @@ def run_controls_on_recorded(
                 try:
                     evaluation = engine.judged(judgement.control, relation, query, row)
                 except SnapshotUnreadableError as error:
-                    outcomes[index] = _unreadable(judgement, error)
+                    outcomes[index] = _unreadable(target, error)
                     continue
                 outcomes[index] = _result(judgement.control, relation, target, evaluation, started)
-    return [outcome for outcome in outcomes if outcome is not None]
+    return [outcome for outcome in outcomes if outcome is not None]  # each judgement has one
 
 
-def _unreadable(judgement: OnRecorded, error: SnapshotUnreadableError) -> SnapshotUnreadableError:
-    shown = _Recorded(judgement.snapshot_id).shown
-    return SnapshotUnreadableError(f"cannot evaluate snapshot {shown}: {error}")
+def _unreadable(
+    target: Target | _Recorded, error: SnapshotUnreadableError
+) -> SnapshotUnreadableError:
+    """``error`` naming the snapshot it was met on."""
+    return SnapshotUnreadableError(f"cannot evaluate snapshot {target.shown}: {error}")
 
 
 def _counts_of_each(
@@ -271,10 +273,7 @@ def _counts_of_each(
     """The counts row of each relation of ``group`` (one query, when there are several)."""
     if len(group) == 1:
         _, relation, query = group[0]
-        rows = engine.fetch(query.counts.sql, query.counts.bind(relation, query.params))
-        if len(rows) != 1:
-            raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
-        return rows
+        return [engine.counts(relation, query)]
     batch = batched(group[0][2].counts, engine.dialect)
     bound = [query.counts.bind(relation, query.params) for _, relation, query in group]
     rows = engine.fetch(batch.sql(len(group)), batch.bind(bound))
@@ -366,7 +365,7 @@ def _evaluate(
     try:
         evaluation = engine.evaluate(control, relation, sample_size)
     except SnapshotUnreadableError as error:
-        raise SnapshotUnreadableError(f"cannot evaluate snapshot {target.shown}: {error}") from None
+        raise _unreadable(target, error) from None
     return _result(control, relation, target, evaluation, started)
 
 

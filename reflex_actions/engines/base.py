@@ -219,10 +219,14 @@ class Engine(ABC):
         if query.sample_totals and relation.footer_rows is not None:
             # its counts are the row count alone, which the footer read ahead says
             return self.judged(control, relation, query, (relation.footer_rows,))
+        return self.judged(control, relation, query, self.counts(relation, query))
+
+    def counts(self, relation: Relation, query: RenderedControl) -> tuple[Any, ...]:
+        """The one row ``query``'s counts give on ``relation``."""
         rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")
-        return self.judged(control, relation, query, rows[0])
+        return rows[0]
 
     def judged(
         self,

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from reflex_actions.catalog.base import Catalog, CatalogError
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.controls import spec_line
-from reflex_actions.lessons.model import Lesson, stored_scope_bytes
+from reflex_actions.lessons.model import Lesson
 from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.vocabulary import LESSONS_NODE
 
@@ -104,11 +104,6 @@ def term_bytes(info: GlossaryTermInfoClass) -> int:
     return len(json.dumps(pre_json_transform(info.to_obj())).encode())
 
 
-def scope_bytes(scope: list[str]) -> int:
-    """What ``scope`` takes in the lesson's record (packed when large)."""
-    return stored_scope_bytes(scope)
-
-
 def term_title(term: GlossaryTermInfoClass | None) -> str:
     """The lesson's title on its term: the term's name less the prefix Reflex gives it."""
     return term.name.removeprefix(TITLE_PREFIX) if term and term.name else ""
@@ -121,8 +116,7 @@ def lesson_title(catalog: Catalog, lesson: Lesson) -> str:
 
 def save_lesson(catalog: Catalog, lesson: Lesson, actor: str) -> None:
     """Rewrite the lesson's term (definition and machine state); the title is kept."""
-    title = term_title(catalog.get_aspect(lesson.urn, GlossaryTermInfoClass)) or lesson.incident
-    catalog.emit([lesson_term_mcp(lesson, title, actor)])
+    catalog.emit([lesson_term_mcp(lesson, lesson_title(catalog, lesson), actor)])
 
 
 def structured_values(catalog: Catalog, urn: str, property_urn: str) -> list[str | float]:

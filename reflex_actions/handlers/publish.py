@@ -16,11 +16,10 @@ from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import (
     MAX_SCOPE_BYTES,
     as_text,
-    scope_bytes,
     structured_values,
 )
 from reflex_actions.lessons.lifecycle import publish
-from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState
+from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState, stored_scope_bytes
 from reflex_actions.similarity.fields import match_field
 from reflex_actions.similarity.schema_signals import source_fields
 from reflex_actions.vocabulary import (
@@ -40,7 +39,7 @@ def scope_refusal(scope: list[str]) -> str | None:
     record can hold (``MAX_SCOPE_BYTES``), not a count: a scope of short names holds more."""
     if not scope:
         return "reflex.scope is empty: there is nothing to publish"
-    size = scope_bytes(scope)
+    size = stored_scope_bytes(scope)
     if size > MAX_SCOPE_BYTES:
         fits = len(scope) * MAX_SCOPE_BYTES // size
         return (

@@ -16,8 +16,8 @@ from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.demo.run import INTRUDER, STEWARD, Demo
 from reflex_actions.handlers.assertions import CONTROL_PROPERTY, assertion_urn
-from reflex_actions.handlers.lesson_store import MAX_SCOPE_BYTES, scope_bytes
-from reflex_actions.lessons.model import LessonState
+from reflex_actions.handlers.lesson_store import MAX_SCOPE_BYTES
+from reflex_actions.lessons.model import LessonState, stored_scope_bytes
 from reflex_actions.vocabulary import (
     APPROVAL,
     CONTROL_SPEC,
@@ -285,7 +285,7 @@ def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None
     lesson = stored_lesson(store, PAYMENTS_LESSON)
     assert lesson.state is LessonState.PUBLISHED and lesson.revision is None
     assert (
-        f"names {len(huge):,} datasets in {scope_bytes(huge):,} bytes as stored; a lesson's "
+        f"names {len(huge):,} datasets in {stored_scope_bytes(huge):,} bytes as stored; a lesson's "
         "record holds a scope "
         f"of at most {MAX_SCOPE_BYTES:,} bytes"
     ) in lesson.decisions[-1].detail
