@@ -306,10 +306,15 @@ def unpack_scope(packed: object) -> list[str]:
     return scope
 
 
+def packed_if_large(scope: list[str]) -> str | None:
+    """``scope`` packed when its JSON is longer than :data:`PACKED_SCOPE_FROM`, else None."""
+    return pack_scope(scope) if len(json.dumps(scope)) > PACKED_SCOPE_FROM else None
+
+
 def stored_scope_bytes(scope: list[str]) -> int:
     """What ``scope`` takes in the lesson's record: its JSON, or packed when that is large."""
-    size = len(json.dumps(scope))
-    return len(pack_scope(scope)) if size > PACKED_SCOPE_FROM else size
+    packed = packed_if_large(scope)
+    return len(packed) if packed is not None else len(json.dumps(scope))
 
 
 class Lesson(BaseModel):
@@ -524,8 +529,7 @@ class Lesson(BaseModel):
             approved = self._scope_as_kept(approved)
         versions = [self._scope_as_kept(v) for v in self.versions]
         kept = self.model_copy(update={"approved": approved, "versions": versions})
-        if len(json.dumps(self.published_scope)) > PACKED_SCOPE_FROM:
-            packed = pack_scope(self.published_scope)
+        if (packed := packed_if_large(self.published_scope)) is not None:
             kept = kept.model_copy(update={"published_scope": [], "packed_scope": packed})
         return kept.model_dump_json()
 
