@@ -5,24 +5,25 @@ Usage::
 
     python bench/bench_sweep_latency.py [--datasets 100000] [--landings 5] [--data-dir bench/data]
 
-The store (built once and cached in ``--data-dir``; the rows publishing writes, see ``build``):
-N datasets covered by freshness lessons of 1,000 datasets each (N / 1,000 lessons approved as
-a team would; a scope is bounded by the lesson record's ``MAX_SCOPE_BYTES`` of packed urns,
-not by a count), none with a recorded update (every sweep judges, and fails, each one: the
-heaviest sweep there is), and a uniqueness lesson on one more dataset whose landing is
-measured.
+The store (built once and cached in ``--data-dir``, see ``build``): N Snowflake datasets (their
+``schemaMetadata``), none with a recorded update (every sweep judges, and fails, each one: the
+heaviest sweep there is); a freshness lesson waiting for approval (gate 2); and a uniqueness
+lesson published on one more dataset (Hive), whose landing is measured.
 
 Measured, in one process, with the action as the pipeline runs it (``ReflexAction``, its
-sweeper thread and its turns):
+worker thread and its turns):
 
-- ``alone``: a landing with duplicated keys handled with no sweep running, from ``act()`` to
-  its incident B in the store (the floor);
-- ``during sweep``: the same landing (a new snapshot each time) handled while the sweep of
-  the whole estate runs, ``--landings`` times spread over the first minutes of the sweep;
-- the sweep's pace meanwhile: run events written per second, and milliseconds per dataset.
+- ``alone``: a landing with duplicated keys handled with nothing else running, from ``act()``
+  to its incident B in the store (the floor);
+- the estate reached through the gate, as a team would: a steward's approval of the freshness
+  lesson with ``reflex.scopeRule`` ``{platform: snowflake}`` handed to ``act()`` (its own
+  decision publishes the first datasets), then the rollout of the rest in slices beside the
+  events: ``--landings`` landings handled during it, and its pace (ms a dataset);
+- ``during sweep``: once the rollout is done (or ``--rollout-wait`` passed), a sweep of the
+  whole estate, and ``--landings`` landings handled during it; the sweep's pace meanwhile.
 
-The sweep is not waited for: at 100,000 datasets it runs for many minutes (it goes on, in
-slices, beside the events); the process ends once the landings are measured.
+The sweep is not waited for: at 100,000 datasets it runs for minutes (it goes on, in slices,
+beside the events); the process ends once the landings are measured.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ from datahub.metadata.schema_classes import (
     MetadataChangeLogClass,
     OperationClass,
     OperationTypeClass,
+    OtherSchemaClass,
+    SchemaFieldClass,
+    SchemaFieldDataTypeClass,
+    SchemaMetadataClass,
+    StringTypeClass,
     StructuredPropertiesClass,
     StructuredPropertyValueAssignmentClass,
 )
@@ -71,16 +77,22 @@ from reflex_actions.handlers.assertions import (
 from reflex_actions.handlers.lesson_store import lesson_term_mcp
 from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState, ProposerInfo
 from reflex_actions.times import now_ms
-from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS
+from reflex_actions.vocabulary import (
+    APPROVAL,
+    CONTROL_SPEC,
+    COVERAGE,
+    ROOT_CAUSE_STATUS,
+    SCOPE_RULE,
+)
 
-GENERATOR_VERSION = 2
-PER_LESSON = 1000  # within a lesson's largest scope (MAX_SCOPE_BYTES)
-BATCH = 2000  # aspects per emit() while building
+GENERATOR_VERSION = 3
 FRESHNESS = {"type": "freshness", "max_age": "26h"}
 UNIQUENESS = {"type": "uniqueness", "field": "transaction_id"}
 REFLEX = ReflexConfig().service_actor
 STEWARD = "urn:li:corpuser:bench-steward"
 LANDED = "urn:li:dataset:(urn:li:dataPlatform:hive,bench.landed,PROD)"
+RULED = "urn:li:glossaryTerm:reflex.lesson.bench-rule"
+RULE = "{platform: snowflake}"
 
 
 def dataset_urn(i: int) -> str:
@@ -89,6 +101,26 @@ def dataset_urn(i: int) -> str:
 
 def published(urn: str, control: dict[str, Any], scope: list[str]) -> Lesson:
     """A lesson as publishing leaves it: approved on ``scope``, in force since the epoch."""
+    return pending(urn, control).model_copy(
+        update={
+            "state": LessonState.PUBLISHED,
+            "published_scope": scope,
+            "gate_values": {ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
+            "approval_open": False,
+            "approved": ApprovedVersion(
+                control=control,
+                scope=scope,
+                actor=STEWARD,
+                at=1,
+                digest=ApprovedVersion.digest_of(control, scope),
+            ),
+            "in_force_since": 1,
+        }
+    )
+
+
+def pending(urn: str, control: dict[str, Any]) -> Lesson:
+    """A lesson confirmed, backtested and open for approval (gate 2)."""
     return Lesson(
         urn=urn,
         incident=f"urn:li:incident:{urn.rsplit('.', 1)[-1]}",
@@ -101,17 +133,9 @@ def published(urn: str, control: dict[str, Any], scope: list[str]) -> Lesson:
         confidence=0.9,
         rationale="",
         proposer=ProposerInfo(name="deterministic"),
-        state=LessonState.PUBLISHED,
-        published_scope=scope,
-        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
-        approved=ApprovedVersion(
-            control=control,
-            scope=scope,
-            actor=STEWARD,
-            at=1,
-            digest=ApprovedVersion.digest_of(control, scope),
-        ),
-        in_force_since=1,
+        state=LessonState.PENDING_APPROVAL,
+        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "PENDING"},
+        approval_open=True,
     )
 
 
@@ -122,29 +146,21 @@ def _coverage(lesson: str) -> StructuredPropertiesClass:
 
 
 def build(store: Path, datasets: int) -> None:
-    """Each lesson's term and its first dataset's assertion and coverage are written through
-    ``LiteCatalog.emit``; its other datasets' rows are those rows as Lite stored them, with the
-    dataset (and the assertion urn derived from it) swapped in: writing 200,000 aspects one by
-    one through Lite's write path takes about an hour on this machine."""
-    started = time.perf_counter()
+    """The first dataset's ``schemaMetadata`` is written through ``LiteCatalog.emit``; the
+    others' are that row as Lite stored it with the dataset swapped in (writing 100,000
+    aspects one by one through Lite's write path takes many minutes). The lessons' terms and
+    the landed dataset's assertion are written through ``emit``."""
     catalog = LiteCatalog(store)
-    freshness = parse_control_spec(FRESHNESS)
-    for first in range(0, datasets, PER_LESSON):
-        scope = [dataset_urn(i) for i in range(first, min(first + PER_LESSON, datasets))]
-        lesson = published(f"urn:li:glossaryTerm:reflex.lesson.bench-{first:06d}", FRESHNESS, scope)
-        template = scope[0]
-        catalog.emit(
-            [
-                lesson_term_mcp(lesson, "bench freshness", REFLEX),
-                assertion_mcp(lesson, template, freshness, REFLEX),
-                acting_as(REFLEX, template, _coverage(lesson.urn)),
-            ]
-        )
-        _clone(store, lesson.urn, template, scope[1:])
-        print(f"  {first + len(scope):,} datasets ({time.perf_counter() - started:.0f} s)")
+    template = dataset_urn(0)
+    column = SchemaFieldClass(
+        fieldPath="id", type=SchemaFieldDataTypeClass(type=StringTypeClass()), nativeDataType="text"
+    )
+    catalog.emit([acting_as(STEWARD, template, _schema(column))])
+    _clone(store, template, [dataset_urn(i) for i in range(1, datasets)])
     landed = published("urn:li:glossaryTerm:reflex.lesson.bench-landed", UNIQUENESS, [LANDED])
     catalog.emit(
         [
+            lesson_term_mcp(pending(RULED, FRESHNESS), "bench freshness", REFLEX),
             lesson_term_mcp(landed, "bench uniqueness", REFLEX),
             assertion_mcp(landed, LANDED, parse_control_spec(UNIQUENESS), REFLEX),
             acting_as(REFLEX, LANDED, _coverage(landed.urn)),
@@ -153,23 +169,69 @@ def build(store: Path, datasets: int) -> None:
     catalog.close()
 
 
-def _clone(store: Path, lesson: str, template: str, datasets: list[str]) -> None:
-    """The template dataset's assertion and coverage rows, once for each of ``datasets``."""
-    rows = []
+def _schema(column: SchemaFieldClass) -> SchemaMetadataClass:
+    return SchemaMetadataClass(
+        schemaName="table",
+        platform="urn:li:dataPlatform:snowflake",
+        version=0,
+        hash="",
+        platformSchema=OtherSchemaClass(rawSchema=""),
+        fields=[column],
+    )
+
+
+def _clone(store: Path, template: str, datasets: list[str]) -> None:
+    """The template dataset's rows, once for each of ``datasets``."""
     with closing(sqlite3.connect(store)) as db:
         stored = db.execute(
-            "SELECT urn, aspect_name, version, metadata, system_metadata, createdon"
-            " FROM metadata_aspect_v2 WHERE urn IN (?, ?)",
-            [assertion_urn(lesson, template), template],
+            "SELECT aspect_name, version, metadata, system_metadata, createdon"
+            " FROM metadata_aspect_v2 WHERE urn = ?",
+            [template],
         ).fetchall()
-        name = template.split(",")[1]
-        for dataset in datasets:
-            other = dataset.split(",")[1]
-            for urn, aspect, version, metadata, system, created in stored:
-                urn = assertion_urn(lesson, dataset) if urn != template else dataset
-                rows.append((urn, aspect, version, metadata.replace(name, other), system, created))
+        rows = [(dataset, *row) for dataset in datasets for row in stored]
         db.executemany("INSERT INTO metadata_aspect_v2 VALUES (?, ?, ?, ?, ?, ?)", rows)
         db.commit()
+
+
+def approval(offset: int) -> EventEnvelope:
+    """The steward's approval of the freshness lesson on every Snowflake dataset."""
+
+    def aspect(values: dict[str, str]) -> GenericAspectClass:
+        properties = [{"propertyUrn": p, "values": [{"string": v}]} for p, v in values.items()]
+        return GenericAspectClass(
+            value=json.dumps({"properties": properties}).encode(), contentType="application/json"
+        )
+
+    before = {
+        ROOT_CAUSE_STATUS: "CONFIRMED",
+        APPROVAL: "PENDING",
+        CONTROL_SPEC: "{type: freshness, max_age: 26h}",
+        SCOPE_RULE: RULE,
+    }
+    mcl = MetadataChangeLogClass(
+        entityType="glossaryTerm",
+        entityUrn=RULED,
+        changeType=ChangeTypeClass.UPSERT,
+        aspectName="structuredProperties",
+        aspect=aspect({**before, APPROVAL: "APPROVED"}),
+        previousAspectValue=aspect(before),
+        created=AuditStampClass(time=now_ms(), actor=STEWARD),
+    )
+    meta = {"kafka": {"topic": "MetadataChangeLog_Versioned_v1", "partition": 0, "offset": offset}}
+    return EventEnvelope(
+        METADATA_CHANGE_LOG_EVENT_V1_TYPE, MetadataChangeLogEvent.from_class(mcl), meta
+    )
+
+
+def covered(store: Path) -> int:
+    """The datasets the rule's lesson covers so far."""
+    with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM metadata_aspect_v2 WHERE aspect_name = 'structuredProperties'"
+            " AND version = 0 AND urn LIKE 'urn:li:dataset:%' AND metadata LIKE ?",
+            [f"%{RULED}%"],
+        ).fetchone()
+    return count
 
 
 def landing(root: Path, n: int) -> EventEnvelope:
@@ -230,6 +292,9 @@ def main() -> None:
     parser.add_argument("--landings", type=int, default=5)
     parser.add_argument("--spacing", type=float, default=10.0, help="seconds between landings")
     parser.add_argument("--data-dir", type=Path, default=BENCH_DIR / "data")
+    parser.add_argument(
+        "--rollout-wait", type=float, default=900.0, help="most seconds to wait for the rollout"
+    )
     args = parser.parse_args()
 
     cached = args.data_dir / f"sweep_latency_{args.datasets}_v{GENERATOR_VERSION}.db"
@@ -253,12 +318,28 @@ def main() -> None:
             "store": str(store),
             "schedule": {"interval": "1h"},
             "landing": {"allowed_roots": [str(root)]},
+            "approvers": {"users": [STEWARD]},
         }
     )
     info = machine_info("duckdb", "acryl-datahub")
     action = ReflexAction(config, LiteCatalog(store))
 
     alone = [handled_in(action, store, root, n) for n in range(3)]
+
+    started = time.perf_counter()
+    action.act(approval(offset=1))
+    decision_s = time.perf_counter() - started
+    during_rollout = []
+    while (done := covered(store)) < args.datasets:
+        if time.perf_counter() - started > args.rollout_wait:
+            break
+        if len(during_rollout) < args.landings:
+            time.sleep(args.spacing)
+            during_rollout.append(handled_in(action, store, root, 10 + len(during_rollout)))
+        else:
+            time.sleep(1)
+    rollout_s = time.perf_counter() - started
+
     action.on_tick(now_ms())
     sweep_started, runs_before = time.perf_counter(), run_events(store)
     during = []
@@ -271,6 +352,13 @@ def main() -> None:
         "machine": info,
         "datasets": args.datasets,
         "alone_s": [round(t, 3) for t in alone],
+        "approval_decision_s": round(decision_s, 3),
+        "rollout_covered": done,
+        "rollout_finished": done >= args.datasets,
+        "rollout_s": round(rollout_s, 1),
+        "rollout_ms_per_dataset": round(rollout_s * 1000 / max(done, 1), 2),
+        "during_rollout_s": [round(t, 3) for t in during_rollout],
+        "during_rollout_max_s": round(max(during_rollout, default=0), 3),
         "during_sweep_s": [round(t, 3) for t in during],
         "during_sweep_median_s": round(statistics.median(during), 3),
         "during_sweep_max_s": round(max(during), 3),

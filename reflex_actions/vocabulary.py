@@ -13,6 +13,7 @@ def property_urn(qualified_name: str) -> str:
 ROOT_CAUSE_STATUS = property_urn("reflex.rootCauseStatus")
 APPROVAL = property_urn("reflex.approval")
 SCOPE = property_urn("reflex.scope")
+SCOPE_RULE = property_urn("reflex.scopeRule")
 ROOT_CAUSE = property_urn("reflex.rootCause")
 CONTROL_SPEC = property_urn("reflex.controlSpec")
 LIFECYCLE = property_urn("reflex.lifecycle")

@@ -28,6 +28,7 @@ from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
 from reflex_actions.handlers.incident_resolved import on_incident_change
 from reflex_actions.handlers.ownership import on_user_status
+from reflex_actions.handlers.rollout import continue_rollouts
 from reflex_actions.handlers.run_controls import on_operation, on_recorded_change
 from reflex_actions.handlers.scheduled import on_schedule
 from reflex_actions.kinds import registered_kinds
@@ -48,6 +49,8 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("corpuser", "corpUserStatus"): on_user_status,
     ("dataset", "structuredProperties"): on_dataset_properties,
 }
+#: the worker's item asking it to carry the rollouts under way further
+ROLLOUTS = "rollouts"
 #: how the report names the schedule's sweeps
 SCHEDULE_ROUTE = "schedule/tick"
 #: DataHub's versioned change-log topic, when the kafka source's routes do not name it
@@ -87,20 +90,19 @@ class ReflexAction(Action):
         #: which datasets this instance sweeps (the group's members split them)
         self._shards: Shards = shards or EveryDataset()
         self._closing = threading.Event()
-        #: the ticks waiting for a sweep (the timer's, or the embedded source's); None: stop
-        self._ticks: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        self._sweeper: threading.Thread | None = None
+        #: the work waiting beside the events: a tick's sweep (the timer's, or the embedded
+        #: source's), the rollouts under way (ROLLOUTS); None: stop
+        self._work: queue.SimpleQueue[int | str | None] = queue.SimpleQueue()
+        self._schedule = config.schedule.interval_seconds is not None
+        self._worker = threading.Thread(target=self._work_on, name="reflex-work", daemon=True)
+        self._worker.start()
+        self._work.put(ROLLOUTS)  # a rollout a crash interrupted goes on
         self._timer: threading.Thread | None = None
-        if config.schedule.interval_seconds is not None:
-            self._sweeper = threading.Thread(
-                target=self._sweep_ticks, name="reflex-sweep", daemon=True
+        if self._schedule and timer:
+            self._timer = threading.Thread(
+                target=self._tick_on_slots, name="reflex-schedule", daemon=True
             )
-            self._sweeper.start()
-            if timer:
-                self._timer = threading.Thread(
-                    target=self._tick_on_slots, name="reflex-schedule", daemon=True
-                )
-                self._timer.start()
+            self._timer.start()
 
     @classmethod
     def create(cls, config_dict: dict, ctx: PipelineContext) -> ReflexAction:
@@ -174,27 +176,42 @@ class ReflexAction(Action):
         else:
             wrote = self.writes.writes > writes_before
             self.report.record(route, wrote=wrote, refusals=self.context.refusals)
+            if wrote and handler is on_lesson_properties:
+                self._work.put(ROLLOUTS)  # an approval or retirement may have started one
 
     def on_tick(self, time_ms: int) -> None:
         """Ask for a sweep of the scheduled controls due at ``time_ms``: it runs beside the
         events, in slices (see Turns); without a schedule, nothing."""
-        if self._sweeper is None:
+        if not self._schedule:
             self.report.record_dropped()
             return
-        self._ticks.put(time_ms)
+        self._work.put(time_ms)
 
-    def _sweep_ticks(self) -> None:
-        """The sweeper: one sweep per tick asked for; ticks that piled up meanwhile make one
-        sweep, at the latest of them (an older tick's slot is judged by then or overtaken)."""
+    def _work_on(self) -> None:
+        """The worker beside the events: the rollouts asked for, then one sweep per tick;
+        work that piled up meanwhile is done once (ticks make one sweep, at the latest of
+        them: an older tick's slot is judged by then or overtaken)."""
         stopping = False
-        while not stopping and (time_ms := self._ticks.get()) is not None:
-            while not self._ticks.empty():
-                later = self._ticks.get()
-                if later is None:
-                    stopping = True  # after this sweep
-                    break
-                time_ms = later
-            self._sweep(time_ms)
+        while not stopping:
+            piled = [self._work.get()]
+            while not self._work.empty():
+                piled.append(self._work.get())
+            if None in piled:
+                stopping = True  # after this work
+            if ROLLOUTS in piled:
+                self._roll_out()
+            ticks = [item for item in piled if isinstance(item, int)]
+            if ticks:
+                self._sweep(max(ticks))
+
+    def _roll_out(self) -> None:
+        try:
+            continue_rollouts(self.context, self._turns.slice)
+        except Exception as error:  # logged; the next approval, or the next start, goes on
+            if isinstance(error, ReflexError):
+                logger.error("reflex: a rollout failed: %s", error)
+            else:
+                logger.exception("reflex: a rollout failed")
 
     def _sweep(self, time_ms: int) -> None:
         interval = self.context.config.schedule.interval_seconds or 0
@@ -245,9 +262,8 @@ class ReflexAction(Action):
         self._closing.set()
         if self._timer is not None:
             self._timer.join(timeout=30)
-        if self._sweeper is not None:
-            self._ticks.put(None)
-            self._sweeper.join()
+        self._work.put(None)
+        self._worker.join()
         failed = any(counts.failed for counts in self.report.routes.values())
         self.report.end(success=not failed)
         self.report.log()

@@ -44,7 +44,7 @@ def scope_size(catalog: Catalog, lesson: Lesson) -> int:
     """Where its control runs once published (none once retired); before that, the scope a
     steward would approve (``reflex.scope``)."""
     if lesson.approved is not None and lesson.revision is None:
-        return len(lesson.published_scope)
+        return lesson.published_count
     return len(structured_values(catalog, lesson.urn, SCOPE))
 
 

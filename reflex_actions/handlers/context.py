@@ -6,9 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from datahub.metadata.schema_classes import AssertionInfoClass, StatusClass
+
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.config import ReflexConfig
 from reflex_actions.engines.base import Engine
+from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.handlers.authorization import Gatekeeper
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.directives import Outbox, apply
@@ -74,11 +77,23 @@ class HandlerContext:
             lesson = self.lesson(str(urn))
             if (
                 lesson
-                and lesson.in_force_on(dataset_urn)
+                and (lesson.in_force_on(dataset_urn) or self.published_by_rule(lesson, dataset_urn))
                 and (as_of is None or (lesson.in_force_since or 0) <= as_of)
             ):
                 lessons.append(lesson)
         return lessons
+
+    def published_by_rule(self, lesson: Lesson, dataset_urn: str) -> bool:
+        """Whether a lesson whose scope is a rule runs on this dataset: its record does not
+        list a rule's datasets, so the store says, by Reflex's own assertion of the lesson
+        there (written by Reflex, not withdrawn); a coverage anyone wrote proves nothing."""
+        if lesson.scope_rule is None:
+            return False
+        assertion = assertion_urn(lesson.urn, dataset_urn)
+        if not self.gate.is_own(self.catalog.aspect_writer(assertion, AssertionInfoClass)):
+            return False
+        status = self.catalog.get_aspect(assertion, StatusClass)
+        return status is None or not status.removed
 
 
 def decide_and_apply(

@@ -14,19 +14,27 @@ from reflex_actions.handlers.lesson_store import control_yaml
 from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.lessons import lifecycle
 from reflex_actions.lessons.model import BacktestSummary, Lesson
+from reflex_actions.lessons.scope import ScopeRule
 from reflex_actions.report import markdown
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.report.lesson_page import learning_section, proposal_report, scope_summary
 from reflex_actions.similarity import Resolution, SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import shown_relation, shown_sql
-from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, SCOPE, display_name
+from reflex_actions.vocabulary import APPROVAL, CONTROL_SPEC, SCOPE, SCOPE_RULE, display_name
 
 logger = logging.getLogger(__name__)
 
 
-def propose(lesson: Lesson, ctx: HandlerContext, scope: list[str] | None = None) -> None:
+def propose(
+    lesson: Lesson,
+    ctx: HandlerContext,
+    scope: list[str] | None = None,
+    rule: ScopeRule | None = None,
+) -> None:
     """Write the proposal report and pre-fill the scope (the recommended datasets, or the
-    ``scope`` a new version names); the lesson then waits for approval."""
+    ``scope`` and ``rule`` a new version names); the lesson then waits for approval. A rule's
+    datasets are not backtested one by one: the backtest covers those it lists and the
+    candidates."""
     if lesson.control is None:
         raise ReflexError("the lesson has no control to backtest")
     if lesson.source_dataset is None:
@@ -64,6 +72,7 @@ def propose(lesson: Lesson, ctx: HandlerContext, scope: list[str] | None = None)
     values = {APPROVAL: ["PENDING"], SCOPE: scope}
     if lesson.revision is not None:  # what is approved is the draft: show it where it is edited
         values[CONTROL_SPEC] = [control_yaml(lesson)]
+        values[SCOPE_RULE] = [rule.text()] if rule else []
     ctx.out.set_properties(lesson.urn, values)
     logger.info(
         "lesson %s: %d recommended of %d candidates; approval PENDING",

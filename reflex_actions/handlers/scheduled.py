@@ -34,6 +34,7 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, OnRecorded, run_controls_on_recorded
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
 from reflex_actions.handlers.landing import SnapshotRefused
+from reflex_actions.handlers.rollout import version_datasets
 from reflex_actions.handlers.run_controls import (
     CoveredControl,
     covered_control,
@@ -99,6 +100,7 @@ def on_schedule(
     with turn():
         lessons = ctx.catalog.terms_under(LESSONS_NODE)
     for urn in lessons:
+        datasets: list[str] | None = None  # the lesson's, read at its first slice
         for start in itertools.count(0, SLICE_DATASETS):
             with turn():
                 lesson = ctx.lesson(urn)
@@ -107,15 +109,30 @@ def on_schedule(
                 if (lesson.in_force_since or 0) > now_ms:
                     counts.not_in_force.append(NotInForce(urn, iso(lesson.in_force_since)))
                     break
-                scope = lesson.published_scope[start : start + SLICE_DATASETS]
+                if datasets is None:
+                    datasets = _swept_datasets(lesson, ctx)
+                scope = datasets[start : start + SLICE_DATASETS]
                 if not scope:
                     break
-                mine = [dataset for dataset in scope if owns(dataset)]
+                mine = [
+                    dataset
+                    for dataset in scope
+                    if owns(dataset)
+                    and (lesson.scope_rule is None or ctx.published_by_rule(lesson, dataset))
+                ]
                 if mine:  # another member's slice: no decision to make here
                     decide_then_apply(
                         ctx, partial(_sweep_lesson, lesson, mine, ctx, now_ms, slot, counts)
                     )
     return counts
+
+
+def _swept_datasets(lesson: Lesson, ctx: HandlerContext) -> list[str]:
+    """The datasets the version in force runs on: its record's, or, for a rule, the datasets
+    the rule matches (each then judged only where Reflex published it)."""
+    if lesson.approved is None or lesson.scope_rule is None:
+        return lesson.published_scope
+    return version_datasets(lesson.approved, ctx.catalog, {})
 
 
 def _scheduled(lesson: Lesson) -> bool:

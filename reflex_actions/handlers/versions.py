@@ -22,14 +22,17 @@ from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
-from reflex_actions.handlers.publish import event_control, scope_refusal, withdraw
+from reflex_actions.handlers.publish import event_control, event_scope, scope_refusal, scope_words
+from reflex_actions.handlers.rollout import IN_DECISION, rollout_slice
 from reflex_actions.lessons.lifecycle import (
     draft_revision,
     refuse_revision,
     reject,
     retire,
+    start_rollout,
 )
-from reflex_actions.lessons.model import Lesson, LessonState, Revision
+from reflex_actions.lessons.model import ApprovedVersion, Lesson, LessonState, Revision, Rollout
+from reflex_actions.lessons.scope import ScopeRule, ScopeRuleError
 from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.vocabulary import (
     APPROVAL,
@@ -38,6 +41,7 @@ from reflex_actions.vocabulary import (
     OWNERSHIP_CHANGE_APPROVAL,
     PROPOSED_OWNER,
     SCOPE,
+    SCOPE_RULE,
     VERSION,
     display_name,
 )
@@ -80,10 +84,6 @@ def _unfinished_draft(lesson: Lesson, change: AspectChange, rollback: bool) -> b
     )
 
 
-def _scope_of(change: AspectChange) -> list[str]:
-    return list(dict.fromkeys(str(urn) for urn in change.property_values(SCOPE)))
-
-
 def _version_number(values: list[str | float]) -> int | None:
     """``reflex.version``'s value as a whole number (DataHub stores numbers as doubles)."""
     if len(values) != 1 or isinstance(values[0], str):
@@ -121,14 +121,23 @@ def edit_made(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> bool
     if _unfinished_draft(lesson, change, rollback=False):
         return True
     if lesson.state is LessonState.PUBLISHED:
-        return event_control(change) != lesson.approved.control or set(_scope_of(change)) != set(
-            lesson.approved.scope
+        return event_control(change) != lesson.approved.control or _scope_edited(
+            lesson.approved, change
         )
     return (
         lesson.state is LessonState.PENDING_APPROVAL
         and lesson.revision is not None
         and event_control(change) != lesson.control
     )
+
+
+def _scope_edited(version: ApprovedVersion, change: AspectChange) -> bool:
+    """Whether the event's scope (its datasets, its rule) is not the version's."""
+    try:
+        scope, rule = event_scope(change)
+    except ScopeRuleError:
+        return True  # drafting it says what is wrong with the rule
+    return set(scope) != set(version.scope) or rule != version.scope_rule
 
 
 def in_force_values(lesson: Lesson) -> PropertyValues:
@@ -140,6 +149,7 @@ def in_force_values(lesson: Lesson) -> PropertyValues:
     return {
         CONTROL_SPEC: [spec_line(approved.control)],
         SCOPE: list(approved.scope),
+        SCOPE_RULE: [approved.scope_rule.text()] if approved.scope_rule else [],
         VERSION: [version_shown(lesson)],
         APPROVAL: ["APPROVED"],
     }
@@ -151,13 +161,16 @@ def draft_values(lesson: Lesson) -> PropertyValues:
     if lesson.revision is not None and lesson.state is LessonState.PENDING_APPROVAL:
         return {CONTROL_SPEC: [spec_line(lesson.control or {})]}
     values = in_force_values(lesson)
-    return {CONTROL_SPEC: values.get(CONTROL_SPEC, []), SCOPE: values.get(SCOPE, [])}
+    return {key: values.get(key, []) for key in (CONTROL_SPEC, SCOPE, SCOPE_RULE)}
 
 
 def on_version_edit(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str | None:
     """Draft the edited control and scope as the next version, validated and backtested."""
-    scope = _scope_of(change)
-    if refusal := scope_refusal(scope):
+    try:
+        scope, rule = event_scope(change)
+    except ScopeRuleError as error:
+        return str(error)
+    if refusal := scope_refusal(scope, rule):
         return refusal
     source = ctx.catalog.dataset(lesson.source_dataset) if lesson.source_dataset else None
     try:
@@ -176,7 +189,7 @@ def on_version_edit(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -
         resume=_resume_state(lesson),
     )
     draft_revision(lesson, control_spec(control), revision)
-    _draft(lesson, scope, change, ctx)
+    _draft(lesson, scope, rule, change, ctx)
     return None
 
 
@@ -209,7 +222,7 @@ def on_rollback(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> st
         resume=_resume_state(lesson),
     )
     draft_revision(lesson, earlier.control, revision)
-    _draft(lesson, earlier.scope, change, ctx)
+    _draft(lesson, earlier.scope, earlier.scope_rule, change, ctx)
     return None
 
 
@@ -220,12 +233,18 @@ def _resume_state(lesson: Lesson) -> Literal["PUBLISHED", "RETIRED"]:
     return "RETIRED" if lesson.state is LessonState.RETIRED else "PUBLISHED"
 
 
-def _draft(lesson: Lesson, scope: list[str], change: AspectChange, ctx: HandlerContext) -> None:
+def _draft(
+    lesson: Lesson,
+    scope: list[str],
+    rule: ScopeRule | None,
+    change: AspectChange,
+    ctx: HandlerContext,
+) -> None:
     number = lesson.next_version
     origin = lesson.revision.origin if lesson.revision else ""
-    detail = f"{origin}; scope: " + ", ".join(display_name(urn) for urn in scope)
+    detail = f"{origin}; scope: {scope_words(scope, rule)}"
     lesson.record_decision(f"version {number} drafted", change.stamp, detail)
-    propose(lesson, ctx, scope=scope)
+    propose(lesson, ctx, scope=scope, rule=rule)
     logger.info("lesson %s: version %d drafted (%s)", lesson.urn, number, origin)
 
 
@@ -238,12 +257,15 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
             "it was never published, so there is nothing to retire: reject it instead "
             "(reflex.approval or reflex.rootCauseStatus REJECTED)"
         )
-    withdrawn, proposals = list(lesson.published_scope), list(lesson.ownership_proposals)
-    withdraw(lesson, withdrawn, ctx)
+    proposals, number = list(lesson.ownership_proposals), lesson.approved.number
     retire(lesson)
+    start_rollout(lesson, Rollout(publish=None, withdraw=[number], phase="withdraw"))
+    rollout = rollout_slice(lesson, ctx, {}, IN_DECISION)
     ctx.out.set_properties(lesson.urn, in_force_values(lesson))
-    detail = f"version {lesson.approved.number} withdrawn from " + (
-        ", ".join(display_name(urn) for urn in withdrawn) or "no dataset"
+    detail = f"version {number} withdrawn" + (
+        f": {lesson.rollout.progress()}, the rest follows"
+        if lesson.rollout is not None
+        else f" from {_datasets(rollout.withdrawn if rollout else 0)}"
     )
     if proposals:  # no approval can apply them once retired: none waits
         for dataset in proposals:
@@ -253,6 +275,10 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s retired by %s", lesson.urn, change.actor)
     return None
+
+
+def _datasets(count: int) -> str:
+    return f"{count:,} dataset{'' if count == 1 else 's'}"
 
 
 def refuse_draft(lesson: Lesson, change: AspectChange, verb: str, ctx: HandlerContext) -> None:

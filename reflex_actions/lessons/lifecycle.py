@@ -14,6 +14,7 @@ from typing import Any
 
 from reflex_actions.errors import ReflexError
 from reflex_actions.lessons.model import (
+    KEPT_SKIPPED,
     ApprovedVersion,
     BacktestSummary,
     Lesson,
@@ -21,6 +22,7 @@ from reflex_actions.lessons.model import (
     LogPosition,
     OwnershipProposal,
     Revision,
+    Rollout,
 )
 from reflex_actions.vocabulary import APPROVAL, LIFECYCLE, ROOT_CAUSE_STATUS
 
@@ -132,6 +134,71 @@ def publish(lesson: Lesson, version: ApprovedVersion, *, skipped: list[str], at_
     if lesson.in_force_since is None:
         lesson.in_force_since = at_ms
     lesson.gate_values.update({APPROVAL: "APPROVED", LIFECYCLE: "ACTIVE"})
+
+
+def start_rollout(lesson: Lesson, rollout: Rollout) -> None:
+    """Its version goes out (or, once retired, its datasets are withdrawn) slice by slice
+    from here; what an unfinished rollout still had to withdraw, this one withdraws too."""
+    if (unfinished := lesson.rollout) is not None:
+        pending = {*unfinished.withdraw, unfinished.publish} - {None, rollout.publish}
+        rollout = rollout.model_copy(
+            update={"withdraw": sorted({*rollout.withdraw, *pending})}  # type: ignore[arg-type]
+        )
+    lesson.rollout = rollout
+    if rollout.publish is not None:
+        lesson.publish_skipped = []
+
+
+def rolled_out(
+    lesson: Lesson, *, after: str, published: int, skipped: dict[str, str], withdrawn: int
+) -> None:
+    """One slice of the rollout done, up to the dataset ``after``: the version is on
+    ``published`` more datasets, not on the ``skipped`` ones (urn -> why; the first reasons
+    kept, and a listed scope's record no longer names them), and off ``withdrawn`` more."""
+    rollout = _rolling(lesson)
+    lesson.rollout = rollout.model_copy(
+        update={
+            "after": after,
+            "published": rollout.published + published,
+            "skipped": rollout.skipped + len(skipped),
+            "withdrawn": rollout.withdrawn + withdrawn,
+        }
+    )
+    reasons = list(skipped.values())
+    lesson.publish_skipped += reasons[: max(0, KEPT_SKIPPED - len(lesson.publish_skipped))]
+    approved = lesson.approved
+    if skipped and approved is not None and approved.number == rollout.publish:
+        lesson.published_scope = [u for u in lesson.published_scope if u not in skipped]
+        _update_approved(lesson, published_scope=lesson.published_scope)
+
+
+def rollout_phase_done(lesson: Lesson) -> None:
+    """The rollout's publishing is done: next, withdrawing what it no longer covers; or,
+    that done too, the rollout is over and the version records where it went."""
+    rollout = _rolling(lesson)
+    if rollout.phase == "publish" and rollout.withdraw:
+        lesson.rollout = rollout.model_copy(update={"phase": "withdraw", "after": ""})
+        return
+    lesson.rollout = None
+    approved = lesson.approved
+    if approved is not None and approved.number == rollout.publish:
+        _update_approved(lesson, published_count=rollout.published)
+
+
+def _rolling(lesson: Lesson) -> Rollout:
+    if lesson.rollout is None:
+        raise IllegalTransition(f"lesson {lesson.urn} has no rollout under way")
+    return lesson.rollout
+
+
+def _update_approved(lesson: Lesson, **update: Any) -> None:
+    """The version in force, and its entry in the list of versions, with ``update``."""
+    approved = lesson.approved
+    assert approved is not None
+    lesson.approved = approved.model_copy(update=update)
+    lesson.versions = [
+        lesson.approved if v.number == approved.number else v for v in lesson.versions
+    ]
 
 
 def draft_revision(lesson: Lesson, control: dict[str, Any], revision: Revision) -> None:

@@ -14,6 +14,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from reflex_actions.backtest.history import LearningSplit
 from reflex_actions.backtest.metrics import BacktestReport, Scores, SnapshotOutcome
+from reflex_actions.lessons.scope import ScopeRule
 from reflex_actions.vocabulary import ROOT_CAUSE_STATUS
 
 
@@ -229,6 +230,11 @@ class ApprovedVersion(BaseModel):
     control: dict[str, Any]
     scope: list[str]
     actor: str
+    #: the rule its scope is besides the datasets ``scope`` lists, when it is one: the
+    #: datasets matching it when the approval was handled (they are not listed here)
+    scope_rule: ScopeRule | None = None
+    #: how many datasets it was published on, once its rollout is done
+    published_count: int = 0
     #: the approval event's time (epoch millis): events before it are judged without this version
     at: int
     digest: str
@@ -258,12 +264,40 @@ class ApprovedVersion(BaseModel):
         )
 
     @staticmethod
-    def digest_of(control: dict[str, Any], scope: list[str]) -> str:
-        """A stable digest of a control spec and a scope (order and repeats do not matter)."""
-        canonical = json.dumps(
-            {"control": control, "scope": sorted(set(scope))}, sort_keys=True, default=str
-        )
+    def digest_of(control: dict[str, Any], scope: list[str], rule: ScopeRule | None = None) -> str:
+        """A stable digest of a control spec and a scope (order and repeats do not matter),
+        and of the scope's rule when it has one."""
+        approved: dict[str, Any] = {"control": control, "scope": sorted(set(scope))}
+        if rule is not None:
+            approved["rule"] = rule.text()
+        canonical = json.dumps(approved, sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Rollout(BaseModel):
+    """A version published slice by slice (a rule's datasets may be the whole estate): the
+    datasets of ``publish`` in urn order, then the datasets of the versions in ``withdraw``
+    that ``publish`` does not cover. Each slice is one decision; the next starts after
+    ``after``, so a crash resumes where it stopped."""
+
+    #: the version being published (None: only withdrawing, once retired)
+    publish: int | None
+    #: the earlier versions whose other datasets are withdrawn once it is published
+    withdraw: list[int] = Field(default_factory=list)
+    phase: Literal["publish", "withdraw"] = "publish"
+    #: the last dataset urn the phase handled
+    after: str = ""
+    published: int = 0
+    skipped: int = 0
+    withdrawn: int = 0
+
+    def progress(self) -> str:
+        """Where it is, in words, for the lesson's page."""
+        done = f"{self.published:,} published, {self.skipped:,} skipped"
+        if self.withdrawn:
+            done += f", {self.withdrawn:,} withdrawn"
+        what = f"publishing version {self.publish}" if self.publish else "withdrawing"
+        return f"{what} in slices: {done} so far"
 
 
 #: The latest of each record a lesson's term keeps (:meth:`Lesson.bounded`); the older ones
@@ -271,6 +305,9 @@ class ApprovedVersion(BaseModel):
 #: a decision takes about 0.6 KB, a recurrence 0.5 KB, a version 1.5 KB (with a scope of a few
 #: datasets).
 KEPT_DECISIONS = 50
+#: The reasons a lesson keeps for the scoped datasets it could not be published on (the
+#: rollout counts them all).
+KEPT_SKIPPED = 20
 KEPT_RECURRENCES = 100
 KEPT_VERSIONS = 20
 #: Backtest outcomes a lesson's term keeps for its timelines, in all (about 0.5 KB each).
@@ -357,8 +394,11 @@ class Lesson(BaseModel):
     field_mappings: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: datasets the control was published on
     published_scope: list[str] = Field(default_factory=list)
-    #: scoped datasets it could not be published on, each with the reason
+    #: scoped datasets it could not be published on, each with the reason (the first
+    #: ``KEPT_SKIPPED``; a rollout counts them all)
     publish_skipped: list[str] = Field(default_factory=list)
+    #: the version being published, or withdrawn, slice by slice, until it is done
+    rollout: Rollout | None = None
     #: incidents B this lesson's controls raised, oldest first (the term keeps the latest)
     recurrences: list[Recurrence] = Field(default_factory=list)
     #: how many older recurrences the term no longer keeps (they stay incidents B in DataHub)
@@ -573,8 +613,25 @@ class Lesson(BaseModel):
         )
 
     def in_force_on(self, dataset_urn: str) -> bool:
-        """Whether the version in force runs on this dataset."""
+        """Whether the version in force runs on this dataset, as its record says: a rule's
+        datasets are not listed there (the caller asks the store where it was published)."""
         return self.in_force and dataset_urn in self.published_scope
+
+    @property
+    def scope_rule(self) -> ScopeRule | None:
+        """The rule the version in force's scope is, if it is one."""
+        return self.approved.scope_rule if self.approved is not None and self.in_force else None
+
+    @property
+    def published_count(self) -> int:
+        """On how many datasets the version in force runs (so far, while it is rolled out)."""
+        if not self.in_force or self.approved is None:
+            return 0
+        if self.approved.scope_rule is None:
+            return len(self.published_scope)
+        if self.rollout is not None and self.rollout.publish == self.approved.number:
+            return self.rollout.published
+        return self.approved.published_count
 
     def record_decision(self, decision: str, event: EventStamp, detail: str = "") -> bool:
         """Add a decision to the lesson's record unless this very one (same decision and

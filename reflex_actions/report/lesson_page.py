@@ -98,7 +98,7 @@ def render_definition(lesson: Lesson, title: str) -> str:
         lines += ["", "No control proposed: set `reflex.controlSpec` to propose one."]
     if lesson.report:
         lines += ["", lesson.report.rstrip()]
-    if lesson.published_scope:
+    if _runs_somewhere(lesson):
         lines += ["", "#### Published on", *_published_on(lesson)]
     if lesson.versions:
         lines += ["", *versions_section(lesson)]
@@ -131,9 +131,28 @@ PAGE_DATASETS = 50
 CELL_DATASETS = 5
 
 
+def _runs_somewhere(lesson: Lesson) -> bool:
+    """Whether a version of the lesson is published: on datasets its record lists, or on a
+    rule's (or it is still being rolled out)."""
+    return bool(lesson.published_scope or lesson.scope_rule or lesson.rollout)
+
+
 def _published_on(lesson: Lesson) -> list[str]:
+    lines = []
+    if lesson.rollout is not None:
+        lines += [f"*In progress:* {escape(lesson.rollout.progress())}.", ""]
+    if (rule := lesson.scope_rule) is not None:
+        lines += [
+            f"Every dataset matching {code(rule.text())} when the approval was handled: "
+            f"{plural(lesson.published_count, 'dataset')}"
+            + (" so far" if lesson.rollout else "")
+            + f". On each, {code('reflex.coverage')} names this lesson.",
+        ]
+        if lesson.publish_skipped:
+            lines += ["", "Not published on some (the control does not fit them), e.g.:"]
+            lines += [f"- {escape(reason)}" for reason in lesson.publish_skipped]
     scope = lesson.published_scope
-    lines = [f"- {escape(display_name(urn))}" for urn in scope[:PAGE_DATASETS]]
+    lines += [f"- {escape(display_name(urn))}" for urn in scope[:PAGE_DATASETS]]
     if len(scope) > PAGE_DATASETS:
         lines += [
             "",
@@ -159,7 +178,7 @@ def _lifecycle_banner(lesson: Lesson) -> list[str]:
         draft = lesson.next_version
         running = (
             f"version {in_force} stays in force until then"
-            if lesson.published_scope
+            if _runs_somewhere(lesson)
             else "nothing runs until then (the lesson was retired)"
         )
         return [
@@ -173,7 +192,7 @@ def _lifecycle_banner(lesson: Lesson) -> list[str]:
 def versions_section(lesson: Lesson) -> list[str]:
     """The approved versions the lesson keeps: what each ran, where, on what evidence, approved
     by whom."""
-    in_force = lesson.approved.number if lesson.approved and lesson.published_scope else None
+    in_force = lesson.approved.number if lesson.approved and _runs_somewhere(lesson) else None
     lines = ["#### Versions", ""]
     if len(lesson.versions) < lesson.version_count:
         lines += [
@@ -188,7 +207,9 @@ def versions_section(lesson: Lesson) -> list[str]:
     for version in lesson.versions:
         mark = " (in force)" if version.number == in_force else ""
         control = spec_line(version.control)
-        scope = names_of(version.scope, CELL_DATASETS)
+        scope = names_of(version.scope, CELL_DATASETS) if version.scope else ""
+        if version.scope_rule is not None:
+            scope = f"rule {version.scope_rule.text()}" + (f" and {scope}" if scope else "")
         lines.append(
             f"| {version.number}{mark} | {escape(version.actor)} | {iso(version.at)} "
             f"| {escape(version.origin)} | {code_cell(control)} | {escape(scope)} "

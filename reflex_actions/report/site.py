@@ -171,7 +171,7 @@ def render_index(lessons: list[LessonRecord], datasets: list[DatasetRecord]) -> 
                 _link(lesson_path(record.urn), record.title or display_name(record.urn)),
                 html.escape(lesson.state.value),
                 html.escape(lesson.failure_pattern),
-                str(len(lesson.published_scope)),
+                f"{lesson.published_count:,}",
                 str(lesson.recurrence_count),
             ]
         )

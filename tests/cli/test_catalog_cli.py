@@ -42,7 +42,7 @@ def test_init_is_idempotent(tmp_path: Path) -> None:
     store = tmp_path / "reflex.db"
     assert run("init", "--store", str(store))[0] == 0
     rows = version_rows(store)
-    assert rows == 2 * 11  # 10 property definitions + the lessons node, each v0 + v1
+    assert rows == 2 * 12  # 11 property definitions + the lessons node, each v0 + v1
     assert run("init", "--store", str(store))[0] == 0
     assert version_rows(store) == rows
 

@@ -15,6 +15,7 @@ from reflex_actions.handlers.lesson_store import (
     structured_values,
     term_bytes,
 )
+from reflex_actions.handlers.rollout import IN_DECISION, SLICE_DATASETS, continue_rollouts
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.vocabulary import APPROVAL, COVERAGE, LIFECYCLE, VERSION
 from tests.catalog.memory_catalog import MemoryCatalog
@@ -93,9 +94,10 @@ def test_a_decision_that_fails_midway_writes_nothing_of_it() -> None:
 def test_an_approval_on_more_datasets_than_a_count_allowed_publishes_each_within_the_record() -> (
     None
 ):
-    """A scope is bounded by what the lesson's record holds, not by a count: 1,500 datasets
+    """A scope is bounded by what the lesson's record holds, not by a count: 1,100 datasets
     (once more than a version could be published on) are each covered, and the term, its
-    decision line and its page stay short."""
+    decision line and its page stay short. The approval's decision publishes the first
+    IN_DECISION; the rest goes out in slices of SLICE_DATASETS, each a decision of its own."""
     catalog = MemoryCatalog()
     scope = tuple(f"{PAYMENTS[:-6]}_{n:04d},PROD)" for n in range(1100))
     for urn in scope:
@@ -107,9 +109,20 @@ def test_an_approval_on_more_datasets_than_a_count_allowed_publishes_each_within
 
     stored = load_lesson(catalog, LESSON)
     assert stored is not None and stored.state is LessonState.PUBLISHED
-    assert stored.published_scope == list(scope)
+    assert stored.rollout is not None and stored.rollout.published == IN_DECISION
+    covered = [urn for urn in scope if structured_values(catalog, urn, COVERAGE) == [LESSON]]
+    assert covered == list(scope[:IN_DECISION])
+    detail = stored.decisions[-1].detail
+    assert detail.startswith("version 1; scope: 1,100 datasets: ") and len(detail) < 300
+    assert "500 published, 0 skipped so far, the rest follows" in detail
+
+    slices = continue_rollouts(ctx)
+
+    assert slices == -(-(len(scope) - IN_DECISION) // SLICE_DATASETS)
+    stored = load_lesson(catalog, LESSON)
+    assert stored is not None and stored.rollout is None
+    assert stored.published_scope == list(scope) and stored.published_count == len(scope)
     assert all(structured_values(catalog, urn, COVERAGE) == [LESSON] for urn in scope)
     term = catalog.get_aspect(LESSON, GlossaryTermInfoClass)
     assert term is not None and term_bytes(term) <= MAX_TERM_BYTES
-    detail = stored.decisions[-1].detail
-    assert detail.startswith("version 1; scope: 1,100 datasets: ") and len(detail) < 300
+    assert continue_rollouts(ctx) == 0  # nothing left: no decision, no write

@@ -286,7 +286,7 @@ def test_a_scope_past_the_bound_is_refused_and_put_back(published: Demo) -> None
     assert lesson.state is LessonState.PUBLISHED and lesson.revision is None
     assert (
         f"names {len(huge):,} datasets in {stored_scope_bytes(huge):,} bytes as stored; a lesson's "
-        "record holds a scope "
+        "record holds a listed scope "
         f"of at most {MAX_SCOPE_BYTES:,} bytes"
     ) in lesson.decisions[-1].detail
     assert first.approved is not None

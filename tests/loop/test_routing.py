@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,6 +86,12 @@ def _envelope(entity_type: str, aspect_name: str, n: int, value: bytes) -> Event
 def counted(tmp_path: Path) -> Iterator[tuple[ReflexAction, CountingCatalog]]:
     catalog = CountingCatalog(LiteCatalog(tmp_path / "reflex.db"))
     action = ReflexAction(ReflexConfig(), catalog)  # type: ignore[arg-type]
+    # at its start the action looks for a rollout a crash interrupted: one read, no event's
+    deadline = time.monotonic() + 10
+    while not catalog.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert catalog.calls == Counter({"terms_under": 1})
+    catalog.calls.clear()
     yield action, catalog
     action.close()
 
