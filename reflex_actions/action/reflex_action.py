@@ -98,7 +98,7 @@ class ReflexAction(Action):
         self._worker.start()
         self._work.put(ROLLOUTS)  # a rollout a crash interrupted goes on
         self._timer: threading.Thread | None = None
-        if self._schedule and timer:
+        if timer:
             self._timer = threading.Thread(
                 target=self._tick_on_slots, name="reflex-schedule", daemon=True
             )
@@ -206,7 +206,7 @@ class ReflexAction(Action):
 
     def _roll_out(self) -> None:
         try:
-            continue_rollouts(self.context, self._turns.slice)
+            continue_rollouts(self.context, self._turns.slice, self._shards.owned())
         except Exception as error:  # logged; the next approval, or the next start, goes on
             if isinstance(error, ReflexError):
                 logger.error("reflex: a rollout failed: %s", error)
@@ -241,16 +241,22 @@ class ReflexAction(Action):
         logger.info("reflex: schedule tick at %s: %s", time_ms, counts)
 
     def _tick_on_slots(self) -> None:
-        """The timer beside Kafka: one tick at the start (to catch up), then one at the start
-        of each interval slot, until the action closes."""
+        """The timer beside Kafka: with a schedule, one tick at the start (to catch up), then
+        one at the start of each interval slot, until the action closes; and, when a
+        rebalance gave this instance lessons or datasets (a member left, or it just joined),
+        their rollouts and a sweep at once."""
         interval_ms = (self.context.config.schedule.interval_seconds or 0) * 1000
         next_slot = 0
         while not self._closing.is_set():
             now = now_ms()
-            if now >= next_slot or self._shards.gained():
+            gained = self._shards.gained()
+            if gained:
+                self._work.put(ROLLOUTS)  # what a member that left was rolling out
+            if self._schedule and (now >= next_slot or gained):
                 self.on_tick(now)  # a member that left leaves its datasets to this one
                 next_slot = now - now % interval_ms + interval_ms
-            self._closing.wait(min(next_slot - now_ms(), REBALANCE_CHECK_MS) / 1000)
+            wait_ms = next_slot - now_ms() if self._schedule else REBALANCE_CHECK_MS
+            self._closing.wait(min(wait_ms, REBALANCE_CHECK_MS) / 1000)
 
     def get_report(self) -> ReflexReport:
         """What each route saw so far (``ReportingAction.get_report``)."""

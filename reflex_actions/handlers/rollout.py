@@ -198,15 +198,19 @@ def withdraw(lesson: Lesson, datasets: list[str], ctx: HandlerContext) -> int:
 
 
 def continue_rollouts(
-    ctx: HandlerContext, turn: Callable[[], AbstractContextManager[object]] = nullcontext
+    ctx: HandlerContext,
+    turn: Callable[[], AbstractContextManager[object]] = nullcontext,
+    owns: Callable[[str], bool] = lambda _lesson: True,
 ) -> int:
-    """Carry every unfinished rollout to its end, one slice per decision, each taken within
-    ``turn()`` (the action's: events waiting go before the next slice). The lesson is read
-    anew for each slice: an event between two may have changed it (a new approval starts a
-    rollout of its own, which takes over). How many slices were done."""
+    """Carry every unfinished rollout of the lessons this instance ``owns`` (all, but where
+    several share the work: the one whose change-log partition holds the lesson's term, which
+    handled its approval) to its end, one slice per decision, each taken within ``turn()``
+    (the action's: events waiting go before the next slice). The lesson is read anew for each
+    slice: an event between two may have changed it (a new approval starts a rollout of its
+    own, which takes over). How many slices were done."""
     slices = 0
     with turn():
-        lessons = ctx.catalog.terms_under(LESSONS_NODE)
+        lessons = [urn for urn in ctx.catalog.terms_under(LESSONS_NODE) if owns(urn)]
     for urn in lessons:
         known: Datasets = {}  # the rule's datasets, read once for this lesson's slices
         while True:

@@ -272,3 +272,19 @@ def test_the_sweep_judges_a_rule_where_it_was_published_not_a_dataset_added_sinc
     )
     assert set(judged) == {assertion_urn(LESSON, urn) for urn in matching}
     assert set(judged.values()) == {1} and counts.judged == len(matching)
+
+
+def test_a_rollout_is_carried_on_by_the_instance_owning_the_lesson_only() -> None:
+    """Several instances in one consumer group: the one whose change-log partition holds the
+    lesson's term (it handled the approval) rolls it out; the others leave it alone."""
+    catalog = MemoryCatalog()
+    matching = _estate(catalog)
+    pending_lesson(catalog)
+    decide_and_apply(on_lesson_properties, _approval(), context(catalog))
+    written = len(catalog.writes)
+
+    assert continue_rollouts(context(catalog), owns=lambda urn: urn != LESSON) == 0
+    assert len(catalog.writes) == written
+
+    assert continue_rollouts(context(catalog), owns=lambda urn: urn == LESSON) == 3
+    assert _covered(catalog, matching) == matching

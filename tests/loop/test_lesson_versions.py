@@ -24,7 +24,9 @@ from reflex_actions.vocabulary import (
     COVERAGE,
     LIFECYCLE,
     SCOPE,
+    SCOPE_RULE,
     VERSION,
+    display_name,
 )
 from tests.conftest import write_snapshot
 from tests.loop.store import (
@@ -352,3 +354,36 @@ def test_an_approval_of_a_retired_lesson_is_refused_naming_the_way_back(publishe
     assert lesson.decisions[-1].decision == "approval refused"
     assert "set reflex.version" in lesson.decisions[-1].detail
     assert _removed(published, LEDGER)
+
+
+def test_a_scope_edited_to_a_rule_covers_every_matching_dataset_and_withdraws_the_rest(
+    published: Demo,
+) -> None:
+    store = store_of(published.workdir)
+    first = stored_lesson(store, PAYMENTS_LESSON)
+    rule = "{field: transaction_id}"
+
+    published.catalog.set_structured_properties(
+        PAYMENTS_LESSON, {SCOPE: [], SCOPE_RULE: [rule]}, STEWARD
+    )
+    published.react()
+    drafted = stored_lesson(store, PAYMENTS_LESSON)
+    assert drafted.state is LessonState.PENDING_APPROVAL and drafted.revision is not None
+    assert property_values(store, PAYMENTS_LESSON, SCOPE_RULE) == ['{"field": "transaction_id"}']
+    published.steward_sets(PAYMENTS_LESSON, APPROVAL, "APPROVED")
+
+    lesson = stored_lesson(store, PAYMENTS_LESSON)
+    assert lesson.state is LessonState.PUBLISHED and lesson.rollout is None
+    assert lesson.approved is not None and lesson.approved.scope_rule is not None
+    matching = LiteCatalog(store, access="read").datasets_by_field("transaction_id")
+    assert len(matching) > len(first.published_scope) / 2
+    missing = [u for u in matching if not _covered(published, u) or _removed(published, u)]
+    assert lesson.publish_skipped == [  # the one the control does not fit, and why
+        f"{display_name(urn)}.transaction_id has an incompatible type" for urn in missing
+    ]
+    assert len(missing) == 1
+    dropped = [urn for urn in first.published_scope if urn not in matching]
+    assert dropped  # the first version's datasets keyed by another name
+    assert all(_removed(published, urn) and not _covered(published, urn) for urn in dropped)
+    assert lesson.published_count == len(matching) - len(missing)
+    assert "every dataset matching" in _page(store)
