@@ -6,6 +6,7 @@ an assertion from (lesson, dataset), incident B from (assertion, snapshot id).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -34,7 +35,7 @@ from datahub.metadata.schema_classes import (
 
 from reflex_actions.catalog.base import Catalog
 from reflex_actions.catalog.steward import acting_as
-from reflex_actions.controls import Control, dump_control_yaml
+from reflex_actions.controls import Control, dump_control_yaml, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
 from reflex_actions.executor import ControlResult
 from reflex_actions.handlers.directives import Outbox
@@ -65,23 +66,31 @@ def assertion_mcp(
 ) -> MetadataChangeProposalWrapper:
     """The control on one dataset as an external custom assertion (its Quality tab in OSS)."""
     fields = control.dataset_fields()
+    spec = dump_control_yaml(control)
     info = AssertionInfoClass(
         type=AssertionTypeClass.CUSTOM,
         customAssertion=CustomAssertionInfoClass(
             type=f"Reflex {control.type}",
             entity=dataset_urn,
             field=make_schema_field_urn(dataset_urn, fields[0]) if len(fields) == 1 else None,
-            logic=shown_sql(control.compile(shown_relation())),
+            logic=shown_logic(spec),
         ),
         source=AssertionSourceClass(type=AssertionSourceTypeClass.EXTERNAL),
         description=f"{control.describe()} (Reflex lesson from {lesson.incident})",
         customProperties={
             LESSON_OF_ASSERTION: lesson.urn,
             "reflex.incident": lesson.incident,
-            CONTROL_PROPERTY: dump_control_yaml(control),
+            CONTROL_PROPERTY: spec,
         },
     )
     return acting_as(actor, assertion_urn(lesson.urn, dataset_urn), info)
+
+
+@functools.lru_cache(maxsize=256)
+def shown_logic(spec: str) -> str:
+    """A control's SQL as its assertion shows it: the same on every dataset it runs on with the
+    same fields, so a rollout over thousands compiles and renders it once."""
+    return shown_sql(parse_control_yaml(spec).compile(shown_relation()))
 
 
 #: nativeResults key of a run's row count and the earlier ones it was judged against (JSON)
