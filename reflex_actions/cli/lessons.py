@@ -65,6 +65,10 @@ def _summary(catalog: Catalog, urn: str) -> dict[str, Any] | None:
         "version": lesson.approved.number if lesson.approved else None,
         "draft": lesson.next_version if lesson.revision else None,
         "scope_size": scope_size(catalog, lesson),
+        "scope_rule": lesson.approved.scope_rule.text()
+        if lesson.approved and lesson.approved.scope_rule
+        else None,
+        "rollout": lesson.rollout.progress() if lesson.rollout else None,
         "recurrences": lesson.recurrence_count,
     }
 
@@ -96,6 +100,7 @@ def listing_lines(entries: list[dict[str, Any]]) -> list[str]:
             f"{_version_text(entry):<5} scope {entry['scope_size']:<3} "
             f"recurrences {entry['recurrences']:<3} "
             f"{entry['urn']}  {_one_line(entry['title'])}"
+            + (f"  ({entry['rollout']})" if entry["rollout"] else "")
         )
     return lines
 

@@ -61,6 +61,8 @@ def test_a_drafted_lesson_is_listed_proposed_with_no_scope(drafted: Demo) -> Non
         "version": None,
         "draft": None,
         "scope_size": 0,
+        "scope_rule": None,
+        "rollout": None,
         "recurrences": 0,
     }
     assert entry["title"]

@@ -17,6 +17,7 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.catalog.steward import acting_as
+from reflex_actions.cli.lessons import _summary
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
 from reflex_actions.handlers.context import decide_and_apply
@@ -288,3 +289,22 @@ def test_a_rollout_is_carried_on_by_the_instance_owning_the_lesson_only() -> Non
 
     assert continue_rollouts(context(catalog), owns=lambda urn: urn == LESSON) == 3
     assert _covered(catalog, matching) == matching
+
+
+def test_the_lessons_listing_says_the_rule_and_how_far_the_rollout_got() -> None:
+    catalog = MemoryCatalog()
+    matching = _estate(catalog)
+    pending_lesson(catalog)
+    decide_and_apply(on_lesson_properties, _approval(), context(catalog))
+
+    entry = _summary(catalog, LESSON)
+    assert entry is not None and entry["scope_rule"] == '{"platform": "snowflake"}'
+    assert entry["rollout"] == (
+        f"publishing version 1 in slices: {IN_DECISION - 1} published, 1 skipped so far"
+    )
+    assert entry["scope_size"] == IN_DECISION - 1
+
+    continue_rollouts(context(catalog))
+    entry = _summary(catalog, LESSON)
+    assert entry is not None and entry["rollout"] is None
+    assert entry["scope_size"] == len(matching)
