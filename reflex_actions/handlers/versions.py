@@ -18,11 +18,16 @@ from typing import Literal
 
 from reflex_actions.controls import control_spec, parse_control_spec, spec_line
 from reflex_actions.errors import ControlSpecError
+from reflex_actions.handlers.approval_values import (
+    event_control,
+    event_scope,
+    scope_refusal,
+    scope_words,
+)
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
-from reflex_actions.handlers.publish import event_control, event_scope, scope_refusal, scope_words
 from reflex_actions.handlers.rollout import IN_DECISION, rollout_slice
 from reflex_actions.lessons.lifecycle import (
     draft_revision,

@@ -14,6 +14,7 @@ import pytest
 from datahub.metadata.schema_classes import GlossaryTermInfoClass
 
 from reflex_actions.catalog.base import CatalogError
+from reflex_actions.handlers.approval_values import scope_refusal
 from reflex_actions.handlers.assertions import RECURRENCE_TYPE, assertion_urn
 from reflex_actions.handlers.context import decide_and_apply
 from reflex_actions.handlers.directives import SaveLesson
@@ -27,7 +28,6 @@ from reflex_actions.handlers.lesson_store import (
     save_lesson,
     term_bytes,
 )
-from reflex_actions.handlers.publish import scope_refusal
 from reflex_actions.lessons.model import (
     KEPT_DECISIONS,
     KEPT_OUTCOMES,
