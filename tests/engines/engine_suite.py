@@ -20,7 +20,8 @@ import pytest
 import tests.conformance
 import tests.kinds
 from reflex_actions.controls import Control, parse_control_spec
-from reflex_actions.engines.base import Engine, Target
+from reflex_actions.engines.base import Engine, EngineError, TableTarget, Target
+from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
@@ -51,6 +52,8 @@ def kind_control_cases() -> list[ControlCase]:
 
 
 CASES = kind_control_cases()
+#: The credential an unreachable engine is opened with: no error may show it.
+SECRET = "conformance-secret-9f2c"
 
 
 class BaseEngineConformance:
@@ -66,6 +69,42 @@ class BaseEngineConformance:
         the target the engine reads it by; the column types are those a Parquet file of the
         same rows has."""
         raise NotImplementedError
+
+    def missing_table(self) -> TableTarget:
+        """A table the engine's catalog does not hold."""
+        return TableTarget("reflex_conformance_absent")
+
+    def unreachable_engine(self) -> None:
+        """Open the engine on a server nobody listens on, with ``SECRET`` as its credential:
+        it must raise EngineError. Engines with no server override this to say so."""
+        raise NotImplementedError
+
+    def test_a_missing_table_is_not_found_naming_it(self, engine: Engine) -> None:
+        missing = self.missing_table()
+        with pytest.raises(SnapshotNotFoundError) as raised:
+            engine.relation(missing)
+        assert missing.name.rsplit(".", 1)[-1] in str(raised.value)
+
+    def test_a_missing_column_is_schema_drift_naming_it_and_what_there_is(
+        self, engine: Engine
+    ) -> None:
+        rows = [{"transaction_id": "t1", "amount": 1.5}]
+        target = self.load_table("drifted", rows, ["transaction_id", "amount"])
+        assert isinstance(target, TableTarget)
+        with pytest.raises(SchemaDriftError) as drifted:
+            engine.relation(target, ["transaction_id", "payment_id"])
+        assert drifted.value.missing == ["payment_id"]
+        assert drifted.value.available == ["transaction_id", "amount"]
+        partitioned = TableTarget(target.name, "load_date", "2026-09-01")
+        with pytest.raises(SchemaDriftError) as no_partition:
+            engine.relation(partitioned)
+        assert no_partition.value.missing == ["load_date"]
+
+    def test_an_unreachable_server_is_one_engine_error_without_the_credential(self) -> None:
+        with pytest.raises(EngineError) as raised:
+            self.unreachable_engine()
+        message = str(raised.value)
+        assert SECRET not in message and "\n" not in message
 
     @pytest.mark.parametrize("naming", ["plain", "hostile"])
     @pytest.mark.parametrize("rows_of", ["passing", "failing"])

@@ -28,8 +28,9 @@ from reflex_actions.executor import ControlResult, run_control
 from reflex_actions.snapshots import SnapshotFile
 from tests.conformance.control_cases import HOSTILE_NAMES, UNIQUENESS
 from tests.conftest import write_snapshot
-from tests.engines.engine_suite import BaseEngineConformance
+from tests.engines.engine_suite import SECRET, BaseEngineConformance
 from tests.engines.spark_session import spark  # noqa: F401 - the one session of the run
+from tests.ports import free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -204,24 +205,11 @@ def test_a_csv_file_is_text_with_its_header(tmp_path: Path, engine: SparkEngine)
     assert rows == [("1", 'say "hi"\nthere'), ("2", None)]
 
 
-def test_a_missing_table_is_a_clear_error(engine: SparkEngine) -> None:
-    with pytest.raises(SnapshotNotFoundError, match=r"table 'reflex_test.absent' not found"):
-        engine.relation(TableTarget(f"{DATABASE}.absent"))
-
-
-def test_a_missing_column_is_schema_drift_naming_it(
-    tmp_path: Path,
-    spark: SparkSession,  # noqa: F811
-    engine: SparkEngine,
+def test_a_missing_column_of_a_file_is_schema_drift_naming_it(
+    tmp_path: Path, engine: SparkEngine
 ) -> None:
+    """(Of a table: the engine conformance suite.)"""
     path = write_snapshot(tmp_path / "payments.parquet", rows_of(UNIQUENESS.columns))
-    table = table_of(spark, path)
-    with pytest.raises(SchemaDriftError) as raised:
-        engine.relation(TableTarget(table), ["transaction_id", "payment_id"])
-    assert raised.value.missing == ["payment_id"]
-    assert raised.value.available == ["transaction_id", "amount"]
-    with pytest.raises(SchemaDriftError, match="'day'"):
-        engine.relation(TableTarget(table, "day", "2026-12-01"))
     with pytest.raises(SchemaDriftError, match="'payment_id'"):
         engine.relation(FileTarget(path), ["payment_id"])
 
@@ -346,6 +334,9 @@ class TestSparkConformance(BaseEngineConformance):
         path = write_snapshot(self.folder / f"table-{next(_TABLES)}.parquet", rows, columns)
         self.session.read.parquet(str(path)).createOrReplaceTempView(f"`{_escaped(name)}`")
         return TableTarget(name)
+
+    def unreachable_engine(self) -> None:
+        SparkEngine.from_config(remote=f"sc://127.0.0.1:{free_port()}/;token={SECRET}")
 
 
 def _escaped(name: str) -> str:
