@@ -34,6 +34,7 @@ import os
 import shutil
 import sqlite3
 import statistics
+import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -49,10 +50,6 @@ from datahub.metadata.schema_classes import (
     MetadataChangeLogClass,
     OperationClass,
     OperationTypeClass,
-    OtherSchemaClass,
-    SchemaFieldClass,
-    SchemaFieldDataTypeClass,
-    SchemaMetadataClass,
     StringTypeClass,
     StructuredPropertiesClass,
     StructuredPropertyValueAssignmentClass,
@@ -150,12 +147,13 @@ def build(store: Path, datasets: int) -> None:
     others' are that row as Lite stored it with the dataset swapped in (writing 100,000
     aspects one by one through Lite's write path takes many minutes). The lessons' terms and
     the landed dataset's assertion are written through ``emit``."""
+    sys.path.insert(0, str(BENCH_DIR.parent))  # tests/ is importable from a checkout
+    from tests.catalog.builders import field, schema
+
     catalog = LiteCatalog(store)
     template = dataset_urn(0)
-    column = SchemaFieldClass(
-        fieldPath="id", type=SchemaFieldDataTypeClass(type=StringTypeClass()), nativeDataType="text"
-    )
-    catalog.emit([acting_as(STEWARD, template, _schema(column))])
+    column = field("id", "text", StringTypeClass())
+    catalog.emit([acting_as(STEWARD, template, schema(column))])
     _clone(store, template, [dataset_urn(i) for i in range(1, datasets)])
     landed = published("urn:li:glossaryTerm:reflex.lesson.bench-landed", UNIQUENESS, [LANDED])
     catalog.emit(
@@ -167,17 +165,6 @@ def build(store: Path, datasets: int) -> None:
         ]
     )
     catalog.close()
-
-
-def _schema(column: SchemaFieldClass) -> SchemaMetadataClass:
-    return SchemaMetadataClass(
-        schemaName="table",
-        platform="urn:li:dataPlatform:snowflake",
-        version=0,
-        hash="",
-        platformSchema=OtherSchemaClass(rawSchema=""),
-        fields=[column],
-    )
 
 
 def _clone(store: Path, template: str, datasets: list[str]) -> None:

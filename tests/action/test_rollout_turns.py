@@ -4,28 +4,15 @@ handled before the rollout's next slice (issue 26)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.metadata.schema_classes import (
-    AuditStampClass,
-    ChangeTypeClass,
-    GenericAspectClass,
-    MetadataChangeLogClass,
-)
-from datahub_actions.event.event_envelope import EventEnvelope
-from datahub_actions.event.event_registry import (
-    METADATA_CHANGE_LOG_EVENT_V1_TYPE,
-    MetadataChangeLogEvent,
-)
 
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.config import ReflexConfig
 from reflex_actions.handlers.lesson_store import load_lesson, structured_values
 from reflex_actions.handlers.rollout import IN_DECISION, SLICE_DATASETS
-from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import (
     APPROVAL,
     CONTROL_SPEC,
@@ -35,6 +22,7 @@ from reflex_actions.vocabulary import (
     SCOPE,
     SCOPE_RULE,
 )
+from tests.action.events import lesson_properties_event
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.handlers.builders import (
     INTRUDER,
@@ -75,30 +63,6 @@ def _is_coverage(mcp: MetadataChangeProposalWrapper) -> bool:
     )
 
 
-def _event(actor: str, before: dict[str, list[str]], after: dict[str, list[str]], offset: int):
-    def aspect(values: dict[str, list[str]]) -> GenericAspectClass:
-        properties = [
-            {"propertyUrn": p, "values": [{"string": v} for v in vs]} for p, vs in values.items()
-        ]
-        return GenericAspectClass(
-            value=json.dumps({"properties": properties}).encode(), contentType="application/json"
-        )
-
-    mcl = MetadataChangeLogClass(
-        entityType="glossaryTerm",
-        entityUrn=LESSON,
-        changeType=ChangeTypeClass.UPSERT,
-        aspectName="structuredProperties",
-        aspect=aspect({**before, **after}),
-        previousAspectValue=aspect(before),
-        created=AuditStampClass(time=now_ms(), actor=actor),
-    )
-    meta = {"kafka": {"topic": "MetadataChangeLog_Versioned_v1", "partition": 0, "offset": offset}}
-    return EventEnvelope(
-        METADATA_CHANGE_LOG_EVENT_V1_TYPE, MetadataChangeLogEvent.from_class(mcl), meta
-    )
-
-
 def test_an_event_arriving_mid_rollout_is_handled_before_the_rollout_ends() -> None:
     catalog = Watched()
     for urn in DATASETS:
@@ -114,11 +78,11 @@ def test_an_event_arriving_mid_rollout_is_handled_before_the_rollout_ends() -> N
         SCOPE_RULE: ["{platform: snowflake}"],
     }
 
-    action.act(_event(STEWARD, gates, {APPROVAL: ["APPROVED"]}, offset=7))
+    action.act(lesson_properties_event(LESSON, STEWARD, gates, {APPROVAL: ["APPROVED"]}, 7))
     assert catalog.first_slice.wait(timeout=60)
     # an intruder's retirement: refused, its revert written, while the rollout goes on
     published = {**gates, APPROVAL: ["APPROVED"], LIFECYCLE: ["ACTIVE"]}
-    action.act(_event(INTRUDER, published, {LIFECYCLE: ["RETIRED"]}, offset=8))
+    action.act(lesson_properties_event(LESSON, INTRUDER, published, {LIFECYCLE: ["RETIRED"]}, 8))
     covered_when_handled = catalog.coverage_writes
     action.close()
 

@@ -3,25 +3,16 @@ arrives mid-sweep is handled before the sweep's next slice (DESIGN §4, issue 26
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
-    AuditStampClass,
-    ChangeTypeClass,
-    GenericAspectClass,
-    MetadataChangeLogClass,
     StructuredPropertiesClass,
     StructuredPropertyValueAssignmentClass,
 )
 from datahub_actions.event.event_envelope import EventEnvelope
-from datahub_actions.event.event_registry import (
-    METADATA_CHANGE_LOG_EVENT_V1_TYPE,
-    MetadataChangeLogEvent,
-)
 
 from reflex_actions.action.reflex_action import ReflexAction
 from reflex_actions.catalog.steward import acting_as
@@ -33,6 +24,7 @@ from reflex_actions.handlers.scheduled import SLICE_DATASETS
 from reflex_actions.lessons.model import ApprovedVersion, LessonState
 from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS, SCOPE
+from tests.action.events import lesson_properties_event
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.handlers.builders import INTRUDER, LESSON, PAYMENTS, REFLEX, lesson, pending_lesson, seed
 
@@ -87,26 +79,8 @@ def _covered_estate(catalog: MemoryCatalog) -> None:
 
 
 def _intruders_approval() -> EventEnvelope:
-    def aspect(approval: str) -> GenericAspectClass:
-        values = {ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: approval, SCOPE: PAYMENTS}
-        properties = [{"propertyUrn": p, "values": [{"string": v}]} for p, v in values.items()]
-        return GenericAspectClass(
-            value=json.dumps({"properties": properties}).encode(), contentType="application/json"
-        )
-
-    mcl = MetadataChangeLogClass(
-        entityType="glossaryTerm",
-        entityUrn=LESSON,
-        changeType=ChangeTypeClass.UPSERT,
-        aspectName="structuredProperties",
-        aspect=aspect("APPROVED"),
-        previousAspectValue=aspect("PENDING"),
-        created=AuditStampClass(time=now_ms(), actor=INTRUDER),
-    )
-    meta = {"kafka": {"topic": "MetadataChangeLog_Versioned_v1", "partition": 0, "offset": 7}}
-    return EventEnvelope(
-        METADATA_CHANGE_LOG_EVENT_V1_TYPE, MetadataChangeLogEvent.from_class(mcl), meta
-    )
+    before = {ROOT_CAUSE_STATUS: ["CONFIRMED"], APPROVAL: ["PENDING"], SCOPE: [PAYMENTS]}
+    return lesson_properties_event(LESSON, INTRUDER, before, {APPROVAL: ["APPROVED"]}, 7)
 
 
 def test_an_event_arriving_mid_sweep_is_handled_before_the_sweep_ends() -> None:

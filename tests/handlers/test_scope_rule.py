@@ -20,7 +20,7 @@ from reflex_actions.catalog.steward import acting_as
 from reflex_actions.cli.lessons import _summary
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
-from reflex_actions.handlers.context import decide_and_apply
+from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_lesson_properties
 from reflex_actions.handlers.lesson_store import (
     MAX_TERM_BYTES,
@@ -92,6 +92,17 @@ def _approval(rule: str = RULE, scope: tuple[str, ...] = (PAYMENTS,), actor: str
     return property_change(LESSON, before, {APPROVAL: ["APPROVED"]}, actor=actor)
 
 
+def _rolled_out() -> tuple[MemoryCatalog, HandlerContext, list[str]]:
+    """The estate with the lesson approved on RULE and rolled out to its end."""
+    catalog = MemoryCatalog()
+    matching = _estate(catalog)
+    pending_lesson(catalog)
+    ctx = context(catalog)
+    decide_and_apply(on_lesson_properties, _approval(), ctx)
+    continue_rollouts(ctx)
+    return catalog, ctx, matching
+
+
 def _covered(catalog: MemoryCatalog, urns: list[str]) -> list[str]:
     return [urn for urn in urns if LESSON in structured_values(catalog, urn, COVERAGE)]
 
@@ -131,12 +142,7 @@ def test_a_rule_is_published_on_every_dataset_it_matches_in_slices_and_the_recor
 
 
 def test_a_rule_runs_where_reflex_published_it_not_where_a_forged_write_says() -> None:
-    catalog = MemoryCatalog()
-    matching = _estate(catalog)
-    pending_lesson(catalog)
-    ctx = context(catalog)
-    decide_and_apply(on_lesson_properties, _approval(), ctx)
-    continue_rollouts(ctx)
+    catalog, ctx, matching = _rolled_out()
 
     assert [x.urn for x in ctx.published_lessons(matching[-1])] == [LESSON]
     # someone else covers the PostgreSQL table with the lesson and writes its assertion there
@@ -191,12 +197,7 @@ def test_a_rollout_interrupted_by_a_crash_resumes_and_publishes_each_dataset_onc
 
 
 def test_retiring_a_rule_lesson_withdraws_it_everywhere_in_slices() -> None:
-    catalog = MemoryCatalog()
-    matching = _estate(catalog)
-    pending_lesson(catalog)
-    ctx = context(catalog)
-    decide_and_apply(on_lesson_properties, _approval(), ctx)
-    continue_rollouts(ctx)
+    catalog, ctx, matching = _rolled_out()
 
     retire = property_change(LESSON, {LIFECYCLE: ["ACTIVE"]}, {LIFECYCLE: ["RETIRED"]})
     decide_and_apply(on_lesson_properties, retire, ctx)
