@@ -27,9 +27,10 @@ from reflex_actions.handlers.change import AspectChange, position_in
 from reflex_actions.handlers.context import HandlerContext, decide_and_apply
 from reflex_actions.handlers.gates import on_dataset_properties, on_lesson_properties
 from reflex_actions.handlers.incident_resolved import on_incident_change
+from reflex_actions.handlers.landing_runs import on_operation
 from reflex_actions.handlers.ownership import on_user_status
+from reflex_actions.handlers.recorded_runs import on_recorded_change
 from reflex_actions.handlers.rollout import continue_rollouts
-from reflex_actions.handlers.run_controls import on_operation, on_recorded_change
 from reflex_actions.handlers.scheduled import on_schedule
 from reflex_actions.kinds import registered_kinds
 from reflex_actions.source.schedule_tick import SCHEDULE_TICK_EVENT_TYPE, ScheduleTick

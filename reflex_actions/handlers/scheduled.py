@@ -35,7 +35,7 @@ from reflex_actions.executor import ControlResult, OnRecorded, run_controls_on_r
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
 from reflex_actions.handlers.landing import SnapshotRefused
 from reflex_actions.handlers.rollout import version_datasets
-from reflex_actions.handlers.run_controls import (
+from reflex_actions.handlers.runs import (
     CoveredControl,
     covered_control,
     data_at,

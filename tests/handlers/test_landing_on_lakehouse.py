@@ -23,7 +23,8 @@ from reflex_actions.catalog.steward import acting_as
 from reflex_actions.config import HistoriesConfig
 from reflex_actions.engines import lakehouse
 from reflex_actions.engines.base import DeltaTarget, IcebergTarget
-from reflex_actions.handlers.run_controls import data_at, on_operation
+from reflex_actions.handlers.landing_runs import on_operation
+from reflex_actions.handlers.runs import data_at
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.engines.lakehouse_tables import CATALOG, SCHEMA, txn
 from tests.handlers.builders import (

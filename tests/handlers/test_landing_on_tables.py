@@ -11,7 +11,7 @@ from datahub.metadata.schema_classes import (
 )
 
 from reflex_actions.handlers.assertions import assertion_urn
-from reflex_actions.handlers.run_controls import on_operation
+from reflex_actions.handlers.landing_runs import on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.engines.postgres_server import PostgresServer, create_table, postgres_server
 from tests.handlers.builders import (

@@ -24,8 +24,8 @@ from reflex_actions.handlers.assertions import (
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.directives import Emit, SaveLesson, apply
+from reflex_actions.handlers.landing_runs import on_operation
 from reflex_actions.handlers.lesson_store import load_lesson
-from reflex_actions.handlers.run_controls import on_operation
 from tests.catalog.memory_catalog import MemoryCatalog
 from tests.conftest import write_snapshot
 from tests.handlers.builders import (

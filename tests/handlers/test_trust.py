@@ -29,8 +29,8 @@ from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.directives import Emit, SaveLesson, SetProperties, apply
 from reflex_actions.handlers.gates import on_lesson_properties
+from reflex_actions.handlers.landing_runs import on_operation
 from reflex_actions.handlers.own_runs import RUN_SEAL, OwnRuns
-from reflex_actions.handlers.run_controls import on_operation
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.report.lesson_page import render_definition
 from reflex_actions.times import parse_instant

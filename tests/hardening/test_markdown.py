@@ -30,8 +30,8 @@ from reflex_actions.catalog.steward import acting_as
 from reflex_actions.handlers.assertions import assertion_urn, recurrence_incident_urn
 from reflex_actions.handlers.directives import apply
 from reflex_actions.handlers.incident_resolved import on_incident_change
+from reflex_actions.handlers.landing_runs import on_operation
 from reflex_actions.handlers.ownership import on_user_status
-from reflex_actions.handlers.run_controls import on_operation
 from reflex_actions.kinds.duplicate_rows import DUPLICATE_ROWS
 from reflex_actions.kinds.orphaned_ownership import ORPHANED_OWNERSHIP
 from reflex_actions.lessons.model import (

@@ -1,6 +1,6 @@
-"""Run a covered dataset's controls when something happens to it: new data landed (its
-``operation``), or DataHub recorded a new fact about it (a ``datasetProfile``, a
-``schemaMetadata``); a failure raises incident B. Every run ends with its run event."""
+"""A covered dataset's control runs, whatever triggered them (data landed, a fact DataHub
+recorded, the schedule): the controls covering it, where its data is, a run on it or on a
+recorded fact, and its run event (with incident B on a failure)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,13 @@ from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
     DatasetProfileClass,
     OperationClass,
-    SchemaMetadataClass,
 )
 
 from reflex_actions.backtest.history import row_counts
 from reflex_actions.bounded import excerpt
-from reflex_actions.catalog.translate import fields_of
 from reflex_actions.controls import Control, parse_control_yaml
 from reflex_actions.controls.base import MAX_COUNT
-from reflex_actions.engines.base import Engine, EngineError, FileTarget, TableTarget, Target
+from reflex_actions.engines.base import Engine, FileTarget, TableTarget, Target
 from reflex_actions.engines.lakehouse import commit_at
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import (
@@ -40,7 +38,7 @@ from reflex_actions.handlers.assertions import (
     row_counts_after,
     run_event_mcp,
 )
-from reflex_actions.handlers.change import AspectChange, MalformedEvent
+from reflex_actions.handlers.change import MalformedEvent
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.landing import (
     DEFAULT_PARTITION,
@@ -207,53 +205,6 @@ def on_recorded(
     return OnRecorded(covered.control, recorded, run_id, tuple(earlier), as_of_ms)
 
 
-def on_operation(change: AspectChange, ctx: HandlerContext) -> None:
-    """Data landed: run the controls that read it where it landed: the snapshot file the
-    operation names, else, on a platform with an engine, the table (or the partition named)."""
-    covered = [
-        c
-        for c in covered_controls(change.urn, ctx, change.time_ms, Trigger.LANDED_DATA)
-        if c.control.reads_data()
-    ]
-    if not covered:
-        return
-    operation = change.typed(OperationClass)
-    dataset = ctx.catalog.dataset(change.urn)
-    if operation is None or dataset is None:
-        return
-    landed: tuple[Engine | None, Target] | None = None
-    refused: str | None = None
-    snapshot_id = f"refused-{operation.timestampMillis}"
-    try:
-        landed, snapshot_id = landed_data(operation, change.urn, ctx)
-    except (SnapshotRefused, EngineError) as refusal:
-        logger.warning("not running controls on %s: %s", change.urn, refusal)
-        refused = str(refusal)
-    if landed is None and refused is None:
-        logger.debug("operation on %s names no snapshot and its platform has no engine", change.urn)
-        return
-    landed_at = believed_time(
-        operation.timestampMillis, ctx.clock(), f"an operation on {change.urn}"
-    )
-    for item in covered:
-        if item.judged(snapshot_id):
-            continue
-        result, error = None, refused
-        if landed is not None:
-            result, error = run_on_target(
-                item, change.urn, landed, snapshot_id, ctx, as_of_ms=landed_at
-            )
-        record_run(
-            item,
-            change.urn,
-            ctx,
-            time_ms=landed_at,
-            run_id=snapshot_id,
-            result=result,
-            error=error,
-        )
-
-
 def landed_data(
     operation: OperationClass, urn: str, ctx: HandlerContext
 ) -> tuple[tuple[Engine | None, Target] | None, str]:
@@ -377,29 +328,6 @@ def profile_fact(profile: DatasetProfileClass | None) -> RecordedFact | None:
         profile.timestampMillis,
         f"profile-{iso(profile.timestampMillis)}",
     )
-
-
-def schema_fact(schema: SchemaMetadataClass | None, time_ms: int) -> RecordedFact | None:
-    if schema is None:
-        return None
-    columns = tuple((f.name, f.native_type, f.type) for f in fields_of(schema))
-    return RecordedFact(
-        "columns", RecordedFacts(columns=columns), time_ms, f"schema-{iso(time_ms)}"
-    )
-
-
-def on_recorded_change(change: AspectChange, ctx: HandlerContext) -> None:
-    """DataHub recorded a new profile or schema of a covered dataset: judge the controls that
-    this fact settles on it alone (a profile's row count, the schema's columns)."""
-    if change.aspect_name == DatasetProfileClass.ASPECT_NAME:
-        fact = profile_fact(change.typed(DatasetProfileClass))
-    else:
-        fact = schema_fact(change.typed(SchemaMetadataClass), change.recorded_time)
-    if fact is None:
-        return
-    for item in covered_controls(change.urn, ctx, change.time_ms, Trigger.ASPECT_CHANGE):
-        if fact.name in item.control.judged_on_recorded() and not item.judged(fact.run_id):
-            judge_fact(item, change.urn, fact, ctx)
 
 
 def judge_fact(
