@@ -32,7 +32,7 @@ from reflex_actions.handlers.ownership import on_user_status
 from reflex_actions.handlers.recorded_runs import on_recorded_change
 from reflex_actions.handlers.rollout import continue_rollouts
 from reflex_actions.handlers.scheduled import on_schedule
-from reflex_actions.kinds import registered_kinds
+from reflex_actions.registry import registered_kinds
 from reflex_actions.source.schedule_tick import SCHEDULE_TICK_EVENT_TYPE, ScheduleTick
 from reflex_actions.times import now_ms
 

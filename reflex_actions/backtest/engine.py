@@ -37,7 +37,7 @@ from reflex_actions.controls import Control
 from reflex_actions.engines.base import Engine, Evaluation, Target
 from reflex_actions.errors import ReflexError, SnapshotError, SnapshotUnreadableError
 from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
-from reflex_actions.kinds import kind_for_control
+from reflex_actions.registry import kind_for_control
 from reflex_actions.sql import RecordedFacts
 
 DEFAULT_SAMPLE_SIZE = 3

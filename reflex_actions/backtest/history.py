@@ -270,7 +270,7 @@ def _check_kinds(labels: Labels, path: Path) -> None:
     named = {label.kind for label in labels.failures if label.kind is not None}
     if not named:
         return  # loading every kind costs a fresh process ~0.2 s: only when a label names one
-    from reflex_actions.kinds import registered_kinds
+    from reflex_actions.registry import registered_kinds
 
     known = [kind.pattern for kind in registered_kinds()]
     unknown = sorted(named - set(known))

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from reflex_actions.bounded import BoundedYamlError, excerpt, load_bounded_yaml, shorten
 from reflex_actions.controls.base import Control
 from reflex_actions.errors import ControlSpecError
-from reflex_actions.kinds import control_class, control_classes
+from reflex_actions.registry import control_class, control_classes
 
 __all__ = [
     "MAX_DEPTH",

@@ -188,3 +188,8 @@ class FieldsControl(Control):
         """``field`` or ``fields`` renamed (source -> dataset field), as spec keys."""
         renamed = [mapping.get(name, name) for name in self.listed_fields]
         return {"field": renamed[0]} if self.field is not None else {"fields": renamed}
+
+
+def control_type_of(control: type[Control]) -> str:
+    """The type a control model parses (the default of its ``type`` literal)."""
+    return str(control.model_fields["type"].default)

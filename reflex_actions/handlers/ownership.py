@@ -24,10 +24,10 @@ from reflex_actions.handlers.assertions import (
 from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text, lesson_title
-from reflex_actions.kinds import kind_for_control
 from reflex_actions.kinds.base import OwnerChange, Trigger
 from reflex_actions.lessons.lifecycle import owner_decided, propose_owner
 from reflex_actions.lessons.model import Lesson, OwnershipProposal
+from reflex_actions.registry import kind_for_control
 from reflex_actions.report.markdown import escape
 from reflex_actions.vocabulary import OWNERSHIP_CHANGE_APPROVAL, PROPOSED_OWNER, display_name
 

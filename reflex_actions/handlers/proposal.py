@@ -11,10 +11,10 @@ from reflex_actions.engines.base import Engine
 from reflex_actions.errors import ReflexError
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import control_yaml
-from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.lessons import lifecycle
 from reflex_actions.lessons.model import BacktestSummary, Lesson
 from reflex_actions.lessons.scope import ScopeRule
+from reflex_actions.registry import kind_for_pattern
 from reflex_actions.report import markdown
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.report.lesson_page import learning_section, proposal_report, scope_summary

@@ -15,7 +15,6 @@ from reflex_actions.handlers.change import AspectChange
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import as_text
 from reflex_actions.handlers.proposal import propose
-from reflex_actions.kinds import kind_for_control
 from reflex_actions.lessons.lifecycle import (
     awaits_confirmation,
     can_move,
@@ -27,6 +26,7 @@ from reflex_actions.lessons.lifecycle import (
 from reflex_actions.lessons.model import Lesson, LessonState
 from reflex_actions.lessons.validation import parse_steward_control
 from reflex_actions.patterns import UNKNOWN_PATTERN
+from reflex_actions.registry import kind_for_control
 from reflex_actions.vocabulary import CONTROL_SPEC, ROOT_CAUSE, ROOT_CAUSE_STATUS
 
 logger = logging.getLogger(__name__)

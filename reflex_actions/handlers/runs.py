@@ -48,9 +48,9 @@ from reflex_actions.handlers.landing import (
 )
 from reflex_actions.handlers.lesson_store import lesson_title
 from reflex_actions.handlers.own_runs import OwnRuns
-from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson
+from reflex_actions.registry import triggered_by
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import believed_time, iso
 from reflex_actions.vocabulary import display_name

@@ -45,9 +45,9 @@ from reflex_actions.handlers.runs import (
     record_run,
     run_on_target,
 )
-from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
 from reflex_actions.lessons.model import Lesson
+from reflex_actions.registry import triggered_by
 from reflex_actions.sql import RecordedFacts
 from reflex_actions.times import iso
 from reflex_actions.vocabulary import LESSONS_NODE

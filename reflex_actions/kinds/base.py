@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Protocol
 from reflex_actions.backtest.history import LearningSplit
 from reflex_actions.catalog.models import DatasetContext, OwnerInfo
 from reflex_actions.controls import Control
+from reflex_actions.controls.base import control_type_of
 from reflex_actions.errors import ReflexError
-from reflex_actions.kinds import control_type_of
 from reflex_actions.lessons.facts import FactReader, IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.similarity.config import SimilarityConfig

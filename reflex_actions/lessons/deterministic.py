@@ -8,10 +8,10 @@ candidate kinds for the steward.
 
 from __future__ import annotations
 
-from reflex_actions.kinds import registered_kinds
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonDraft, ProposerInfo
 from reflex_actions.patterns import UNKNOWN_PATTERN
+from reflex_actions.registry import registered_kinds
 
 
 class DeterministicProposer:

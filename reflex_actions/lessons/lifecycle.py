@@ -106,7 +106,12 @@ def propose(
     field_mappings: dict[str, dict[str, str]],
 ) -> None:
     """Backtested and reported: waiting for approval, which opens only once Reflex's own
-    PENDING is seen in the event log (:func:`open_approval`)."""
+    PENDING is seen in the event log (:func:`open_approval`). A lesson with an approved
+    version is proposed again only as a drafted revision (:func:`draft_revision`)."""
+    if lesson.approved is not None and lesson.revision is None:
+        raise IllegalTransition(
+            f"lesson {lesson.urn} has an approved version: only a drafted revision is proposed"
+        )
     move(lesson, PA)
     lesson.backtest, lesson.report, lesson.field_mappings = backtest, report, field_mappings
     lesson.gate_values[APPROVAL] = "PENDING"

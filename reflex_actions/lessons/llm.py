@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reflex_actions.catalog.models import DatasetContext
-from reflex_actions.kinds import registered_kinds
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonDraft, ProposerInfo
 from reflex_actions.lessons.validation import check_draft
+from reflex_actions.registry import registered_kinds
 
 Completion = Callable[..., Any]
 

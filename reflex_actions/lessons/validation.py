@@ -10,10 +10,10 @@ from __future__ import annotations
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError
-from reflex_actions.kinds import registered_kinds
 from reflex_actions.lessons.facts import FactReader
 from reflex_actions.lessons.model import IncidentText, LessonDraft
 from reflex_actions.patterns import UNKNOWN_PATTERN
+from reflex_actions.registry import registered_kinds
 
 
 def check_control(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.errors import ReflexError
-from reflex_actions.kinds import kind_for_pattern
+from reflex_actions.registry import kind_for_pattern
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import synonyms_of
 from reflex_actions.similarity.lineage import lineage_relatives

@@ -26,11 +26,11 @@ from reflex_actions.errors import (
     SnapshotUnreadableError,
 )
 from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
-from reflex_actions.kinds import kind_for_pattern
 from reflex_actions.kinds.base import LessonKind
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
+from reflex_actions.registry import kind_for_pattern
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import Relation, shown_sql

@@ -15,7 +15,7 @@ import tests.kinds
 from reflex_actions.controls import known_controls, parse_control_spec, parse_control_yaml
 from reflex_actions.errors import ControlSpecError, SnapshotUnreadableError
 from reflex_actions.executor import run_control
-from reflex_actions.kinds import registered_kinds
+from reflex_actions.registry import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.testing.kind_suite import kind_suites
 from tests.conformance.control_cases import HOSTILE_NAMES

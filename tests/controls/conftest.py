@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from reflex_actions.kinds import declared_controls, registered_kinds
 from reflex_actions.plugins import rescan_plugins
+from reflex_actions.registry import declared_controls, registered_kinds
 from tests.controls.declared import write_declarations
 from tests.kinds.conftest import install_kinds
 

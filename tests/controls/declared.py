@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from reflex_actions.kinds import CONTROL_ENTRY_POINT_GROUP
+from reflex_actions.registry import CONTROL_ENTRY_POINT_GROUP
 
 #: Where each built-in control type is defined, as ``pyproject.toml`` declares it
 #: (``[project.entry-points."reflex_actions.controls"]``, read from the installed package).

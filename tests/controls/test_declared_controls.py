@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from reflex_actions.controls import known_controls, parse_control_spec
+from reflex_actions.controls.base import control_type_of
 from reflex_actions.controls.not_null import NotNullControl
-from reflex_actions.kinds import KindError, control_class, control_type_of, registered_kinds
+from reflex_actions.registry import KindError, control_class, registered_kinds
 from tests.controls.declared import BUILT_IN
 from tests.kinds.conftest import ENTRY_POINT
 from tests.plugin_kinds.empty_table import RowCountMinControl

@@ -11,8 +11,8 @@ import pytest
 from reflex_actions import plugins
 from reflex_actions.catalog.registry import store_class
 from reflex_actions.engines import engine_class
-from reflex_actions.kinds import CONTROL_ENTRY_POINT_GROUP as GROUP
-from reflex_actions.kinds import declared_controls
+from reflex_actions.registry import CONTROL_ENTRY_POINT_GROUP as GROUP
+from reflex_actions.registry import declared_controls
 from tests.controls.declared import write_declarations
 
 

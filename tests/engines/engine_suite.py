@@ -23,7 +23,7 @@ from reflex_actions.controls import Control, parse_control_spec
 from reflex_actions.engines.base import Engine, EngineError, TableTarget, Target
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ControlResult, ReferenceSnapshot, run_control
-from reflex_actions.kinds import registered_kinds
+from reflex_actions.registry import registered_kinds
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.testing.cases import hostile_names, rows_as
 from reflex_actions.testing.kind_suite import kind_suites

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from reflex_actions.kinds import ENTRY_POINT_GROUP, registered_kinds
 from reflex_actions.plugins import rescan_plugins
+from reflex_actions.registry import ENTRY_POINT_GROUP, registered_kinds
 
 DISTRIBUTION = "reflex_test_kinds-0.0.dist-info"
 ENTRY_POINT = "empty_table = tests.plugin_kinds.empty_table:EmptyTableKind"

@@ -23,11 +23,11 @@ from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER
 from reflex_actions.demo.run import Demo
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import assertion_urn
-from reflex_actions.kinds import registered_kinds
 from reflex_actions.kinds.invalid_values import INVALID_VALUES, discover_value_findings
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonState
+from reflex_actions.registry import registered_kinds
 from reflex_actions.similarity import SimilarityQuery
 from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.sql import ControlQuery, Relation, exp

@@ -26,12 +26,12 @@ from reflex_actions.demo.run import Demo
 from reflex_actions.errors import SchemaDriftError, SnapshotNotFoundError
 from reflex_actions.executor import ReferenceSnapshot, run_control
 from reflex_actions.handlers.assertions import assertion_urn
-from reflex_actions.kinds import registered_kinds
 from reflex_actions.kinds.orphaned_references import ORPHANED_REFERENCES
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText, LessonDraft, LessonState
 from reflex_actions.lessons.validation import check_draft
+from reflex_actions.registry import registered_kinds
 from reflex_actions.report.backtest import render_markdown
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.snapshots import SnapshotFile

@@ -21,8 +21,8 @@ from reflex_actions.demo.estate import DATASETS, dataset_urn
 from reflex_actions.demo.history import LANDING_DAY, LANDING_FOLDER, arrow_schema
 from reflex_actions.demo.run import Demo
 from reflex_actions.handlers.assertions import assertion_urn
-from reflex_actions.kinds import ENTRY_POINT_GROUP
 from reflex_actions.lessons.model import LessonState
+from reflex_actions.registry import ENTRY_POINT_GROUP
 from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS
 from tests.kinds.conftest import ENTRY_POINT
 from tests.loop.store import (

@@ -10,7 +10,7 @@ import pytest
 from datahub_actions.pipeline.pipeline_context import PipelineContext
 
 from reflex_actions.action.reflex_action import ReflexAction
-from reflex_actions.kinds import KindError
+from reflex_actions.registry import KindError
 
 
 @pytest.mark.parametrize(

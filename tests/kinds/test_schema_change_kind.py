@@ -16,11 +16,11 @@ from reflex_actions.backtest import load_history
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.executor import run_control
-from reflex_actions.kinds import registered_kinds
 from reflex_actions.kinds.schema_change import SCHEMA_CHANGE
 from reflex_actions.lessons.deterministic import DeterministicProposer
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import IncidentText
+from reflex_actions.registry import registered_kinds
 from reflex_actions.similarity import SimilarityQuery, resolve_similar_assets
 from reflex_actions.sql import shown_relation, shown_sql
 from reflex_actions.testing.estate import InMemoryCatalog

@@ -15,8 +15,8 @@ import pytest
 from reflex_actions.controls import parse_control_spec
 from reflex_actions.errors import SnapshotNotFoundError
 from reflex_actions.executor import run_control, run_control_on_recorded
-from reflex_actions.kinds import triggered_by
 from reflex_actions.kinds.base import Trigger
+from reflex_actions.registry import triggered_by
 from reflex_actions.sql import NO_ROWS, RecordedFacts, Relation, shown_sql
 from tests.conformance.control_cases import HOSTILE_NAMES
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,3 +108,17 @@ def test_a_walk_through_every_state_is_legal() -> None:
         MOVES[name](lesson)
         check_invariants(lesson)
     assert lesson.state is S.RETIRED and [v.number for v in lesson.versions] == [1, 2, 3]
+
+
+def test_a_published_lesson_is_proposed_again_only_as_a_drafted_revision() -> None:
+    """Found by the walk above: proposing a published lesson with no draft left it waiting for
+    approval with nothing drafted, yet in force."""
+    lesson = lesson_in(S.PROPOSED)
+    for name in ("confirm", "propose", "open approval", "publish"):
+        MOVES[name](lesson)
+    before = lesson.model_dump()
+    with pytest.raises(IllegalTransition, match="only a drafted revision is proposed"):
+        MOVES["propose"](lesson)
+    assert lesson.model_dump() == before
+    MOVES["draft"](lesson)
+    assert lesson.state is S.PENDING_APPROVAL and lesson.in_force
