@@ -50,10 +50,11 @@ from reflex_actions.demo.run import (
     embedded_pipeline_config,
 )
 from reflex_actions.handlers.assertions import assertion_urn
+from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.lesson_store import lesson_urn_for
 from reflex_actions.lessons.model import LessonState
 from reflex_actions.source.lite_change_feed.lite_change_feed_source import DEFAULT_ACTOR
-from reflex_actions.vocabulary import APPROVAL
+from reflex_actions.vocabulary import APPROVAL, SCOPE, SCOPE_RULE
 from tests.catalog.fake_gms import SYSTEM_ACTOR, FakeGmsServer
 
 SERVICE_ACTOR = ReflexConfig().service_actor
@@ -224,3 +225,41 @@ def _approval(mcl: MetadataChangeLogClass, previous: bool = False) -> list[Any]:
 
 def test_the_workdir_holds_no_embedded_store(server_loop: ServerLoop) -> None:
     assert not (Path(server_loop.demo.workdir) / "reflex.db").exists()
+
+
+def test_a_scope_rule_is_published_over_the_server_where_the_search_finds_it(
+    tmp_path: Path,
+) -> None:
+    """A published lesson's scope edited to a rule, approved: the rule is expanded by
+    DataHub's search (``ServerCatalog``), published in slices through GMS, and each dataset
+    believed by the assertion Reflex's token wrote there."""
+    workdir = tmp_path / "demo"
+    workdir.mkdir()
+    generate_histories(workdir / "snapshots")
+    with FakeGmsServer(
+        tokens={_token(actor): actor for actor in ACTORS},
+        system_client=SYSTEM_CLIENT,
+        metadata_service_auth=True,
+    ) as fake:
+        demo = ServerDemo(workdir, say=lambda _: None, fake=fake)
+        try:
+            demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
+            demo.react()
+            assert _duplicates(demo)
+            lesson_urn = lesson_urn_for(PAYMENTS_INCIDENT)
+            rule = {SCOPE: [], SCOPE_RULE: ["{field: transaction_id}"]}
+            demo.catalog.set_structured_properties(lesson_urn, rule, STEWARD)
+            demo.react()
+            demo.steward_sets(lesson_urn, APPROVAL, "APPROVED")
+            demo.action.close()  # the worker carries the rollout to its end first
+
+            lesson = demo.lesson(PAYMENTS_INCIDENT)
+            assert lesson.rollout is None and lesson.approved is not None
+            assert lesson.approved.scope_rule is not None
+            matching = demo.catalog.datasets_by_field("transaction_id")
+            reader = HandlerContext(demo.catalog.of(None), demo.action.context.config)
+            covered = [urn for urn in matching if reader.published_lessons(urn) == [lesson]]
+            assert len(covered) == lesson.published_count == len(matching) - 1  # chargebacks
+        finally:
+            demo.catalog.close()
+        assert not fake.unserved, f"calls the fake GMS does not model: {fake.unserved}"
