@@ -25,6 +25,7 @@ from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation
 from reflex_actions.similarity.models import CatalogReader, Signal, SimilarityQuery
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
+from reflex_actions.similarity.weighing import Weighing
 
 #: a user urn -> its corpUserStatus.status, or None when unknown
 StatusOf = Callable[[str], str | None]
@@ -123,23 +124,18 @@ class LessonKind(ABC):
         They count as found and take precedence over the source's relation in ``signals``."""
         return {}
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: Relation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
         """The named, weighted signals for one candidate and its field mapping (source field ->
         candidate field); raise ``Excluded`` to rule it out with a reason. By default, the
         schema signals: same fields with compatible types, keys, lineage, domain, platform."""
+        source, candidate, config = seen.source, seen.candidate, seen.config
         matches = matched_fields(
-            source_fields(source, query.control.dataset_fields()), candidate, config
+            source_fields(source, seen.query.control.dataset_fields()), candidate, config
         )
         mapping = {m.source.name: m.target.name for m in matches if m.source.name != m.target.name}
-        signals = schema_signals(source, candidate, matches, relation, config, self.key_signals)
+        signals = schema_signals(
+            source, candidate, matches, seen.relation, config, self.key_signals
+        )
         return signals, mapping
 
     def not_yet_covered_weight(self, config: SimilarityConfig) -> float:

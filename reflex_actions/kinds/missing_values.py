@@ -13,17 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflex_actions.backtest.history import History
-from reflex_actions.catalog.models import DatasetContext, FieldInfo
+from reflex_actions.catalog.models import FieldInfo
 from reflex_actions.controls.not_null import NotNullControl
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import fields_broken_in_failures
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.similarity.config import SimilarityConfig
-from reflex_actions.similarity.lineage import Relation as LineageRelation
-from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
+from reflex_actions.similarity.models import Excluded, Signal
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.vocabulary import display_name
 
 MISSING_VALUES = "missing_values"
@@ -123,19 +122,12 @@ class MissingValuesKind(LessonKind):
             "field that must be filled.",
         )
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: LineageRelation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
         """The schema signals over the checked fields, read for NULLs: a key is never NULL,
         and a field that is not a key may still be one that must be filled, so it costs nothing.
         The sample key must exist too (its values identify the sampled rows) but scores nothing."""
-        control = query.control
+        source, candidate, config = seen.source, seen.candidate, seen.config
+        control = seen.query.control
         checked = control.checked_fields if isinstance(control, NotNullControl) else []
         sample_key = [name for name in control.dataset_fields() if name not in checked]
         matches = matched_fields(source_fields(source, checked), candidate, config)
@@ -149,7 +141,7 @@ class MissingValuesKind(LessonKind):
             if m.source.name != m.target.name
         }
         signals = []
-        for signal in schema_signals(source, candidate, matches, relation, config):
+        for signal in schema_signals(source, candidate, matches, seen.relation, config):
             if signal.name == "not_a_key":
                 continue
             if signal.name == "key_match":

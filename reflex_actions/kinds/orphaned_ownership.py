@@ -20,7 +20,6 @@ from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes
 from reflex_actions.similarity.config import SimilarityConfig
-from reflex_actions.similarity.lineage import Relation
 from reflex_actions.similarity.models import (
     CatalogReader,
     Excluded,
@@ -28,6 +27,7 @@ from reflex_actions.similarity.models import (
     SimilarityQuery,
     shared_domain,
 )
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.vocabulary import display_name
 
 ORPHANED_OWNERSHIP = "orphaned_ownership"
@@ -98,18 +98,13 @@ class OrphanedOwnershipKind(LessonKind):
         owners = [*(o.owner for o in source.owners), *query.departed_users]
         return [catalog.datasets_by_owner(owner) for owner in dict.fromkeys(owners)]
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: Relation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
-        control = _ownership_control(query.control)
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
+        control = _ownership_control(seen.query.control)
+        departed = seen.query.departed_users
         return (
-            ownership_signals(source, candidate, control, query.departed_users, status_of, config),
+            ownership_signals(
+                seen.source, seen.candidate, control, departed, seen.status_of, seen.config
+            ),
             {},
         )
 

@@ -25,15 +25,15 @@ from reflex_actions.bounded import excerpt
 from reflex_actions.catalog.models import DatasetContext, FieldInfo
 from reflex_actions.controls import Control
 from reflex_actions.controls.referential_integrity import ReferentialIntegrityControl
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import FactReader, HistoryLookup, IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.vocabulary import display_name
 
 ORPHANED_REFERENCES = "orphaned_references"
@@ -279,24 +279,16 @@ class OrphanedReferencesKind(LessonKind):
         related.pop(parent.urn, None)
         return related
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: LineageRelation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
         """The schema signals, for a candidate whose values can be checked against the same
         parent."""
-        target = query.control.referenced()
-        if target is not None and candidate.urn == target.dataset:
+        target = seen.query.control.referenced()
+        if target is not None and seen.candidate.urn == target.dataset:
             raise Excluded("it is the dataset the control references")
-        if not isinstance(relation, ParentLineage):
+        if not isinstance(seen.relation, ParentLineage):
             parent = display_name(target.dataset) if target else "the parent"
             raise Excluded(f"not downstream of {parent}: its values have no parent to check")
-        return super().signals(query, source, candidate, relation, status_of, config)
+        return super().signals(seen)
 
 
 def _named_in(urn: str, words: str) -> bool:

@@ -45,14 +45,14 @@ from reflex_actions.backtest.history import History
 from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls.schema_contract import SchemaContractControl, type_family_of
 from reflex_actions.errors import SnapshotError
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.vocabulary import display_name
 
 SCHEMA_CHANGE = "schema_change"
@@ -224,23 +224,16 @@ class SchemaChangeKind(LessonKind):
         related.pop(source.urn, None)
         return related
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: LineageRelation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
         """The schema signals, for a candidate the change reaches through lineage. A candidate
         lacking a contract column (or holding it in another family) is excluded: the contract
         states the candidate's own columns, so it would fail there at once."""
+        relation = seen.relation
         if relation is not None and not isinstance(relation, SchemaLineage):
             raise Excluded(
                 f"{relation.description}: a schema change at the source does not reach it"
             )
         try:
-            return super().signals(query, source, candidate, relation, status_of, config)
+            return super().signals(seen)
         except Excluded as excluded:
             raise Excluded(f"{excluded}: the contract would fail on it at once") from None

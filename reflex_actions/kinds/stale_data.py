@@ -28,7 +28,6 @@ import statistics
 from itertools import pairwise
 
 from reflex_actions.backtest.history import History, split_for_learning
-from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls.freshness import (
     _TEXT_TYPES,
     _TIMESTAMP_TYPES,
@@ -36,16 +35,15 @@ from reflex_actions.controls.freshness import (
     FreshnessControl,
 )
 from reflex_actions.errors import SnapshotError
-from reflex_actions.kinds.base import LearnedFinding, LessonKind, StatusOf, Trigger, learned_draft
+from reflex_actions.kinds.base import LearnedFinding, LessonKind, Trigger, learned_draft
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes, unique
-from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.fields import FieldMatch, type_family
-from reflex_actions.similarity.lineage import Relation as LineageRelation
-from reflex_actions.similarity.models import Excluded, Signal, SimilarityQuery
+from reflex_actions.similarity.models import Excluded, Signal
 from reflex_actions.similarity.schema_signals import schema_signals, source_fields
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.times import (
     MAX_DURATION_SECONDS,
     format_duration,
@@ -189,24 +187,17 @@ class StaleDataKind(LessonKind):
     def words(self, text: IncidentText) -> list[Evidence]:
         return quotes(text, STALE_WORDS)
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: LineageRelation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
         """The schema signals, where the candidate's counterpart of ``timestamp_field`` is the
         field of that name (or a synonym), else its only date or timestamp field: each table
         names its load time its own way (``posted_at``, ``settled_at``)."""
         try:
-            return super().signals(query, source, candidate, relation, status_of, config)
+            return super().signals(seen)
         except Excluded:
-            field = getattr(query.control, "timestamp_field", None)
+            field = getattr(seen.query.control, "timestamp_field", None)
             if field is None:
                 raise
+        source, candidate = seen.source, seen.candidate
         times = [f for f in candidate.fields if type_family(f) in ("time", "date")]
         if len(times) != 1:
             names = ", ".join(f.name for f in times[:5])
@@ -215,7 +206,9 @@ class StaleDataKind(LessonKind):
                 f"fields{f' ({names})' if times else ''} to judge its age by"
             )
         match = FieldMatch(source_fields(source, [field])[0], times[0], "role")
-        signals = schema_signals(source, candidate, [match], relation, config, self.key_signals)
+        signals = schema_signals(
+            source, candidate, [match], seen.relation, seen.config, self.key_signals
+        )
         return signals, {field: times[0].name}
 
     def draft(

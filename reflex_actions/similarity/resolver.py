@@ -27,6 +27,7 @@ from reflex_actions.similarity.models import (
     Signal,
     SimilarityQuery,
 )
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.vocabulary import COVERAGE, display_name
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def resolve_similar_assets(
         try:
             covered = _coverage_signal(candidate, query, kind.not_yet_covered_weight(config))
             signals, mapping = kind.signals(
-                query, source, candidate, relatives.get(urn), status_of, config
+                Weighing(query, source, candidate, relatives.get(urn), status_of, config)
             )
         except Excluded as why:
             excluded.append(Exclusion(urn=urn, name=candidate.name, reason=str(why)))

@@ -14,16 +14,14 @@ from typing import Any, ClassVar, Literal
 from sqlglot import exp
 
 from reflex_actions.backtest import backtest
-from reflex_actions.catalog.models import DatasetContext
 from reflex_actions.controls import Control
 from reflex_actions.controls.base import count_field
-from reflex_actions.kinds.base import LessonKind, StatusOf, Trigger
+from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
 from reflex_actions.lessons.words import quotes
-from reflex_actions.similarity.config import SimilarityConfig
-from reflex_actions.similarity.lineage import Relation as LineageRelation
-from reflex_actions.similarity.models import Signal, SimilarityQuery, shared_domain
+from reflex_actions.similarity.models import Signal, shared_domain
+from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, param
 from reflex_actions.vocabulary import display_name
 
@@ -105,15 +103,8 @@ class EmptyTableKind(LessonKind):
             rationale=rationale,
         )
 
-    def signals(
-        self,
-        query: SimilarityQuery,
-        source: DatasetContext,
-        candidate: DatasetContext,
-        relation: LineageRelation | None,
-        status_of: StatusOf,
-        config: SimilarityConfig,
-    ) -> tuple[list[Signal], dict[str, str]]:
+    def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
+        source, candidate, relation = seen.source, seen.candidate, seen.relation
         signals = []
         if relation is not None:
             reason = f"{relation.description}: an empty upstream empties its downstreams"
