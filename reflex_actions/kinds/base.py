@@ -8,6 +8,7 @@ the registered kinds (``reflex_actions.kinds``) and names none of them.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from reflex_actions.controls.base import control_type_of
 from reflex_actions.errors import ReflexError
 from reflex_actions.lessons.facts import FactReader, IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
+from reflex_actions.lessons.words import quotes
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.lineage import Relation
 from reflex_actions.similarity.models import CatalogReader, Signal, SimilarityQuery
@@ -75,10 +77,13 @@ class LessonKind(ABC):
     key_signals: ClassVar[bool] = True
 
     # --- drafting --------------------------------------------------------------------------------
-    @abstractmethod
+    #: the words that recognise this kind's incidents (a kind sets it, or overrides ``words``)
+    incident_words: ClassVar[re.Pattern[str] | None] = None
+
     def words(self, text: IncidentText) -> list[Evidence]:
-        """Verbatim quotes of the incident that recognise this kind (empty: not this kind).
-        The kind with the most quotes drafts the lesson."""
+        """Verbatim quotes of the incident that recognise this kind (empty: not this kind):
+        those matching ``incident_words``. The kind with the most quotes drafts the lesson."""
+        return quotes(text, self.incident_words) if self.incident_words is not None else []
 
     @abstractmethod
     def draft(

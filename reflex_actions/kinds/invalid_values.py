@@ -254,12 +254,10 @@ RANGE_WORDS = re.compile(
 class InvalidValuesKind(LessonKind):
     pattern = INVALID_VALUES
     title = "Values outside what a field may hold"
+    incident_words = INVALID_WORDS
     controls = (AcceptedValuesControl, ValueRangeControl)
     triggers = frozenset({Trigger.LANDED_DATA})
     key_signals = False  # whether a field is a key says nothing about the values it may hold
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, INVALID_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

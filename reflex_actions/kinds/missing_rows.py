@@ -28,7 +28,7 @@ from reflex_actions.kinds.base import LearnedFinding, LessonKind, Trigger, learn
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.lessons.words import unique
 from reflex_actions.vocabulary import display_name
 
 MISSING_ROWS = "missing_rows"
@@ -92,14 +92,12 @@ VOLUME_WORDS = re.compile(
 class MissingRowsKind(LessonKind):
     pattern = MISSING_ROWS
     title = "A load with far fewer rows than usual"
+    incident_words = VOLUME_WORDS
     controls = (VolumeControl,)
     #: landed snapshots are counted; a new profile's rowCount is judged (on its event, and on
     #: the schedule for a profile whose event was missed)
     triggers = frozenset({Trigger.LANDED_DATA, Trigger.ASPECT_CHANGE, Trigger.SCHEDULE})
     key_signals = False  # a row count does not depend on which fields are keys
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, VOLUME_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

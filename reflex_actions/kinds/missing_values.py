@@ -19,7 +19,7 @@ from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import fields_broken_in_failures
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.lessons.words import unique
 from reflex_actions.similarity.models import Excluded, Signal
 from reflex_actions.similarity.schema_signals import matched_fields, schema_signals, source_fields
 from reflex_actions.similarity.weighing import Weighing
@@ -63,11 +63,9 @@ def discover_null_fields(
 class MissingValuesKind(LessonKind):
     pattern = MISSING_VALUES
     title = "Missing values in a field that must be filled"
+    incident_words = NULL_WORDS
     controls = (NotNullControl,)
     triggers = frozenset({Trigger.LANDED_DATA})
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, NULL_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

@@ -18,7 +18,6 @@ from reflex_actions.errors import ReflexError
 from reflex_actions.kinds.base import LessonKind, MetadataReader, OwnerChange, StatusOf, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes
 from reflex_actions.similarity.config import SimilarityConfig
 from reflex_actions.similarity.models import (
     CatalogReader,
@@ -51,12 +50,10 @@ MAX_USER_LOOKUPS = 40
 class OrphanedOwnershipKind(LessonKind):
     pattern = ORPHANED_OWNERSHIP
     title = "Orphaned ownership after an employee leaves"
+    incident_words = OWNERSHIP_WORDS
     controls = (ActiveOwnershipControl,)
     triggers = frozenset({Trigger.USER_STATUS})
     estate_history = "ownership"
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, OWNERSHIP_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

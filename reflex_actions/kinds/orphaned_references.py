@@ -29,7 +29,7 @@ from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import FactReader, HistoryLookup, IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.lessons.words import unique
 from reflex_actions.similarity.fields import describe, match_field, type_family
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
@@ -154,12 +154,10 @@ class ParentLineage(LineageRelation):
 class OrphanedReferencesKind(LessonKind):
     pattern = ORPHANED_REFERENCES
     title = "Rows pointing at parents that do not exist"
+    incident_words = ORPHAN_WORDS
     controls = (ReferentialIntegrityControl,)
     triggers = frozenset({Trigger.LANDED_DATA})
     key_signals = False  # a child's reference is rarely its key, and need not be
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, ORPHAN_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

@@ -49,7 +49,7 @@ from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.lessons.words import unique
 from reflex_actions.similarity.lineage import Relation as LineageRelation
 from reflex_actions.similarity.models import CatalogReader, Excluded, Signal, SimilarityQuery
 from reflex_actions.similarity.weighing import Weighing
@@ -138,13 +138,11 @@ class SchemaLineage(LineageRelation):
 class SchemaChangeKind(LessonKind):
     pattern = SCHEMA_CHANGE
     title = "A breaking schema change"
+    incident_words = SCHEMA_WORDS
     controls = (SchemaContractControl,)
     #: a landed snapshot's schema, and a ``schemaMetadata`` change DataHub records
     triggers = frozenset({Trigger.LANDED_DATA, Trigger.ASPECT_CHANGE})
     key_signals = False  # a schema contract protects columns whether or not they are keys
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, SCHEMA_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]

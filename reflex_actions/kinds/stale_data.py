@@ -39,7 +39,7 @@ from reflex_actions.kinds.base import LearnedFinding, LessonKind, Trigger, learn
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.key_discovery import failure_snapshots
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes, unique
+from reflex_actions.lessons.words import unique
 from reflex_actions.similarity.fields import FieldMatch, type_family
 from reflex_actions.similarity.models import Excluded, Signal
 from reflex_actions.similarity.schema_signals import schema_signals, source_fields
@@ -179,13 +179,11 @@ STALE_WORDS = re.compile(
 class StaleDataKind(LessonKind):
     pattern = STALE_DATA
     title = "A table that stopped being refreshed"
+    incident_words = STALE_WORDS
     controls = (FreshnessControl,)
     #: staleness is the absence of an event: only the schedule can see it
     triggers = frozenset({Trigger.SCHEDULE})
     key_signals = False  # how old a table is does not depend on which fields are keys
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, STALE_WORDS)
 
     def signals(self, seen: Weighing) -> tuple[list[Signal], dict[str, str]]:
         """The schema signals, where the candidate's counterpart of ``timestamp_field`` is the

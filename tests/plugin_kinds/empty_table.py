@@ -19,7 +19,6 @@ from reflex_actions.controls.base import count_field
 from reflex_actions.kinds.base import LessonKind, Trigger
 from reflex_actions.lessons.facts import IncidentFacts
 from reflex_actions.lessons.model import Evidence, IncidentText, LessonDraft
-from reflex_actions.lessons.words import quotes
 from reflex_actions.similarity.models import Signal, shared_domain
 from reflex_actions.similarity.weighing import Weighing
 from reflex_actions.sql import SNAPSHOT, ControlQuery, Relation, param
@@ -72,11 +71,9 @@ class RowCountMinControl(Control):
 class EmptyTableKind(LessonKind):
     pattern = "empty_table"
     title = "A load that left a table empty"
+    incident_words = EMPTY_WORDS
     controls = (RowCountMinControl,)
     triggers = frozenset({Trigger.LANDED_DATA})
-
-    def words(self, text: IncidentText) -> list[Evidence]:
-        return quotes(text, EMPTY_WORDS)
 
     def draft(
         self, text: IncidentText, facts: IncidentFacts, evidence: list[Evidence]
