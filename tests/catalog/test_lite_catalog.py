@@ -178,3 +178,25 @@ def test_a_batch_is_written_row_for_row_as_lite_writes_it_with_one_read(
     lite_rows, reflex_rows = _rows(tmp_path / "lite.db"), _rows(tmp_path / "reflex.db")
     assert len(lite_rows) > len(_batch()) + 2  # new, changed and timeseries rows were written
     assert reflex_rows == lite_rows
+
+
+def test_system_metadata_is_converted_as_avrogen_converts_it() -> None:
+    """The embedded store converts a writer's system metadata once per distinct value: the
+    same dict as ``to_obj()`` each time, a copy the write may add to."""
+    from datahub.metadata.schema_classes import SystemMetadataClass
+
+    from reflex_actions.catalog.lite import _system_obj
+
+    values = [
+        SystemMetadataClass(properties={"actor": "urn:li:corpuser:reflex"}),
+        SystemMetadataClass(properties={"actor": "urn:li:corpuser:other"}),
+        SystemMetadataClass(lastObserved=1, runId="r", properties={"a": "1", "b": "2"}),
+        SystemMetadataClass(lastObserved=True, runId="r"),  # True == 1: kept apart
+        SystemMetadataClass(),
+    ]
+    for system in [*values, *values]:
+        converted = _system_obj(system)
+        assert converted == system.to_obj() and type(converted) is type(system.to_obj())
+        assert json.dumps(converted) == json.dumps(system.to_obj())
+        converted.setdefault("properties", {})["sysVersion"] = "7"
+    assert "sysVersion" not in (_system_obj(values[0])["properties"])
