@@ -33,6 +33,7 @@ from reflex_actions.engines.base import EngineError
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, OnRecorded, run_controls_on_recorded
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
+from reflex_actions.handlers.directives import Emit, Outbox
 from reflex_actions.handlers.landing import SnapshotRefused
 from reflex_actions.handlers.run_controls import (
     CoveredControl,
@@ -142,6 +143,7 @@ def _sweep_lesson(
     what is not marked done is judged again."""
     runs: list[MetadataChangeProposalWrapper] = []
     noted = len(lesson.recurrences)
+    decided = ctx.out.mark()
     due: list[_Due] = []
     for dataset_urn in scope:
         with _one_dataset(lesson, dataset_urn, ctx, counts, runs):
@@ -155,10 +157,20 @@ def _sweep_lesson(
                 item.run.record(ctx, None, str(outcome), counts, runs)
             else:
                 item.run.record(ctx, outcome, None, counts, runs)
+    _in_one_write(ctx.out, decided)
     if len(lesson.recurrences) > noted:
         ctx.out.save_lesson(lesson)
     if runs:
         ctx.out.emit(*runs)
+
+
+def _in_one_write(out: Outbox, mark: int) -> None:
+    """The aspects decided since ``mark`` (the slice's incidents B), written as one batch when
+    nothing else was decided between them: one transaction, not one an incident."""
+    decided = out.directives[mark:]
+    if len(decided) > 1 and all(isinstance(d, Emit) for d in decided):
+        out.rollback(mark)
+        out.emit(*(mcp for d in decided if isinstance(d, Emit) for mcp in d.mcps))
 
 
 @contextmanager
