@@ -1,5 +1,5 @@
-"""What a schedule sweep's slice costs the embedded store: its incidents B in one write, and
-each write's current rows read once (issue 26)."""
+"""What a schedule sweep's slice costs the embedded store: one transaction (its incidents B, the
+lesson, its run events, in that order), each aspect's current rows read once (issue 26)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
+    AssertionRunEventClass,
     OperationClass,
     OperationTypeClass,
     StructuredPropertiesClass,
@@ -18,14 +19,15 @@ from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.config import ReflexConfig
 from reflex_actions.controls import parse_control_spec
-from reflex_actions.handlers.assertions import assertion_mcp
+from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
 from reflex_actions.handlers.context import HandlerContext
-from reflex_actions.handlers.directives import Emit, Outbox, SaveLesson
-from reflex_actions.handlers.lesson_store import lesson_term_mcp
+from reflex_actions.handlers.directives import Emit, SaveLesson
+from reflex_actions.handlers.lesson_store import lesson_term_mcp, load_lesson
 from reflex_actions.handlers.scheduled import _in_one_write, on_schedule
 from reflex_actions.lessons.model import ApprovedVersion, LessonState
 from reflex_actions.times import now_ms
 from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS
+from tests.catalog.memory_catalog import MemoryCatalog
 from tests.handlers.builders import INTRUDER, REFLEX, lesson
 
 SWEPT = "urn:li:glossaryTerm:reflex.lesson.swept"
@@ -87,7 +89,7 @@ def _estate(catalog: LiteCatalog) -> None:
     )
 
 
-def test_a_slice_writes_its_incidents_in_one_batch_and_reads_each_batchs_rows_once(
+def test_a_slice_is_written_in_one_transaction_reading_each_aspects_rows_once(
     tmp_path: Path,
 ) -> None:
     catalog = Counted(tmp_path / "s.db")
@@ -100,42 +102,41 @@ def test_a_slice_writes_its_incidents_in_one_batch_and_reads_each_batchs_rows_on
 
     assert (counts.judged, counts.failed) == (len(DATASETS), len(DATASETS))
     # incidents B, then the lesson noting them, then the run events that mark the runs done
+    n = len(DATASETS)
     assert catalog.batches == [
-        ["incidentInfo"] * len(DATASETS),
-        ["glossaryTermInfo"],
-        ["assertionRunEvent"] * len(DATASETS),
+        ["incidentInfo"] * n + ["glossaryTermInfo"] + ["assertionRunEvent"] * n
     ]
     current_row_reads = [
         s for s in catalog.statements if s.startswith("SELECT urn, metadata, system_metadata")
     ]
-    assert len(current_row_reads) == 3  # one a batch, not one an aspect
-    assert catalog.statements.count("COMMIT") == 3  # one transaction a batch
+    assert len(current_row_reads) == 3  # one an aspect name, not one an aspect
+    assert catalog.statements.count("COMMIT") == 1
+    stored = LiteCatalog(tmp_path / "s.db", access="read")
+    assert len(stored.recent_timeseries(
+        assertion_urn(SWEPT, DATASETS[0]), AssertionRunEventClass, 5
+    )) == 1  # fmt: skip
+    noted = load_lesson(stored, SWEPT)
+    assert noted is not None and len(noted.recurrences) == len(DATASETS)
+    assert on_schedule(ctx, now_ms(), 3600).judged == 0  # judged once a slot
     catalog.close()
+    stored.close()
 
 
-def test_only_a_run_of_emits_is_merged() -> None:
-    """Aspects decided one after another become one write; a lesson's save between them, or
-    a single one, is left as it was."""
-    a, b = (
-        acting_as(REFLEX, DATASETS[n], StructuredPropertiesClass(properties=[])) for n in (0, 1)
-    )
-    out = Outbox()
-    out.emit(a)
-    mark = out.mark()
-    out.emit(a)
-    out.emit(b)
-    _in_one_write(out, mark)
-    assert out.directives == [Emit((a,)), Emit((a, b))]
+def test_a_slice_that_decided_anything_else_writes_one_directive_each() -> None:
+    """``_in_one_write`` merges only what it knows the order of: aspects decided, the
+    lesson's save, the run events."""
+    a = acting_as(REFLEX, DATASETS[0], StructuredPropertiesClass(properties=[]))
+    ctx = HandlerContext(catalog=MemoryCatalog(), config=ReflexConfig())
+    ctx.out.emit(a)
+    mark = ctx.out.mark()
+    ctx.out.set_properties(DATASETS[1], {COVERAGE: [SWEPT]})
+    ctx.out.emit(a)
+    before = list(ctx.out.directives)
+    assert not _in_one_write(ctx, mark, None, [a])
+    assert ctx.out.directives == before
 
-    saved = lesson(urn=SWEPT, control=FRESHNESS, state=LessonState.PUBLISHED)
-    out = Outbox()
-    out.emit(a)
-    out.save_lesson(saved)
-    out.emit(b)
-    before = list(out.directives)
-    _in_one_write(out, 0)
-    assert out.directives == before and isinstance(before[1], SaveLesson)
-    out = Outbox()
-    out.emit(a)
-    _in_one_write(out, 0)
-    assert out.directives == [Emit((a,))]
+    ctx.out.rollback(mark)
+    ctx.out.emit(a)
+    assert _in_one_write(ctx, mark, None, [a, a])
+    assert ctx.out.directives == [Emit((a,)), Emit((a, a, a))]
+    assert not isinstance(ctx.out.directives[-1], SaveLesson)
