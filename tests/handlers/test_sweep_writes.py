@@ -140,3 +140,38 @@ def test_a_slice_that_decided_anything_else_writes_one_directive_each() -> None:
     assert _in_one_write(ctx, mark, None, [a, a])
     assert ctx.out.directives == [Emit((a,)), Emit((a, a, a))]
     assert not isinstance(ctx.out.directives[-1], SaveLesson)
+
+
+def test_a_slice_whose_write_fails_leaves_nothing_and_is_judged_again(tmp_path: Path) -> None:
+    """One transaction: a failure writing the slice (a full disk, a crash) leaves none of it,
+    and the next tick judges it all again, raising each incident B once."""
+    import pytest
+
+    from reflex_actions.catalog.base import CatalogError
+
+    class FailsOnce(Counted):
+        failed = False
+
+        def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
+            if not self.failed and any(m.aspectName == "assertionRunEvent" for m in mcps):
+                self.failed = True
+                mcps[-1].aspect.timestampMillis = "never"  # type: ignore[union-attr]
+                return super().emit(mcps)  # the last run event cannot be written
+            return super().emit(mcps)
+
+    catalog = FailsOnce(tmp_path / "s.db")
+    _estate(catalog)
+    ctx = HandlerContext(catalog=catalog, config=ReflexConfig(store=tmp_path / "s.db"))
+    with pytest.raises(CatalogError):
+        on_schedule(ctx, now_ms(), 3600)
+    stored = LiteCatalog(tmp_path / "s.db", access="read")
+    assert stored.get_aspect(assertion_urn(SWEPT, DATASETS[0]), AssertionRunEventClass) is None
+    assert not load_lesson(stored, SWEPT).recurrences  # type: ignore[union-attr]
+
+    counts = on_schedule(ctx, now_ms(), 3600)
+
+    assert (counts.judged, counts.failed) == (len(DATASETS), len(DATASETS))
+    noted = load_lesson(stored, SWEPT)
+    assert noted is not None and len(noted.recurrences) == len(DATASETS)
+    catalog.close()
+    stored.close()
