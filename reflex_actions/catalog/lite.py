@@ -160,10 +160,13 @@ class _Lite(SqliteLite):
         except Exception as error:
             raise _WriteFailed(mcps[0], error) from error
         for mcp in mcps:
-            key = (mcp.entityUrn, mcp.aspectName)
+            key = (getattr(mcp, "entityUrn", None), getattr(mcp, "aspectName", None))
             try:
                 if not _plain(mcp) or key not in current:
-                    current.pop(key, None)  # Lite's write reads and changes it: read it again
+                    if isinstance(mcp, MetadataChangeProposalWrapper):
+                        current.pop(key, None)  # Lite's write changes its row: read it again
+                    else:  # an MCE: Lite writes each of its aspects
+                        current.clear()
                     self.write(mcp)
                     continue
                 try:

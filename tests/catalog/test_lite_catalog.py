@@ -200,3 +200,32 @@ def test_system_metadata_is_converted_as_avrogen_converts_it() -> None:
         assert json.dumps(converted) == json.dumps(system.to_obj())
         converted.setdefault("properties", {})["sysVersion"] = "7"
     assert "sysVersion" not in (_system_obj(values[0])["properties"])
+
+
+def test_what_the_batch_writer_does_not_reproduce_goes_to_lites_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCE (Lite writes each of its aspects) among plain MCPs: the rows are Lite's still,
+    the MCPs after it reading the rows it wrote."""
+    import time
+
+    from datahub.metadata.schema_classes import (
+        DatasetSnapshotClass,
+        MetadataChangeEventClass,
+    )
+
+    monkeypatch.setattr(time, "time", lambda: 1_750_000_000.0)
+    snapshot = MetadataChangeEventClass(
+        proposedSnapshot=DatasetSnapshotClass(
+            urn=PAYMENTS, aspects=[StatusClass(removed=True), DomainsClass(domains=["x"])]
+        )
+    )
+    batch = [*_batch()[:2], snapshot, *_batch()[:2]]
+    by_lite = SqliteLite(SqliteLiteConfig(file=str(tmp_path / "lite.db")))
+    for record in batch:
+        by_lite.write(record)  # type: ignore[arg-type]
+    by_lite._close_connection()
+    catalog = LiteCatalog(tmp_path / "reflex.db")
+    catalog.emit(batch)  # type: ignore[arg-type]
+    catalog.close()
+    assert _rows(tmp_path / "reflex.db") == _rows(tmp_path / "lite.db")
