@@ -33,7 +33,9 @@ from reflex_actions.engines.base import EngineError
 from reflex_actions.errors import ReflexError
 from reflex_actions.executor import ControlResult, OnRecorded, run_controls_on_recorded
 from reflex_actions.handlers.context import HandlerContext, decide_then_apply
+from reflex_actions.handlers.directives import Emit
 from reflex_actions.handlers.landing import SnapshotRefused
+from reflex_actions.handlers.lesson_store import lesson_term_mcp, lesson_title
 from reflex_actions.handlers.rollout import version_datasets
 from reflex_actions.handlers.runs import (
     CoveredControl,
@@ -156,9 +158,11 @@ def _sweep_lesson(
     judged on recorded facts in one query (``run_controls_on_recorded``), those reading data
     one by one. The incidents B come first, then the lesson (saved once, with every
     recurrence noted), then the run events, which mark the runs done: after a crash anywhere,
-    what is not marked done is judged again."""
+    what is not marked done is judged again. They are written as one batch (one transaction)
+    when the slice decided nothing else (``_in_one_write``)."""
     runs: list[MetadataChangeProposalWrapper] = []
     noted = len(lesson.recurrences)
+    decided = ctx.out.mark()
     due: list[_Due] = []
     for dataset_urn in scope:
         with _one_dataset(lesson, dataset_urn, ctx, counts, runs):
@@ -172,10 +176,36 @@ def _sweep_lesson(
                 item.run.record(ctx, None, str(outcome), counts, runs)
             else:
                 item.run.record(ctx, outcome, None, counts, runs)
+    if _in_one_write(ctx, decided, lesson if len(lesson.recurrences) > noted else None, runs):
+        return
     if len(lesson.recurrences) > noted:
         ctx.out.save_lesson(lesson)
     if runs:
         ctx.out.emit(*runs)
+
+
+def _in_one_write(
+    ctx: HandlerContext,
+    mark: int,
+    noted: Lesson | None,
+    runs: list[MetadataChangeProposalWrapper],
+) -> bool:
+    """The slice's writes as one batch, in their order: the aspects decided since ``mark``
+    (its incidents B), the lesson's term when it ``noted`` recurrences (what ``SaveLesson``
+    writes: ``save_lesson``), then the run events. False, deciding nothing, when the slice
+    decided anything else since ``mark``: its writes then go one directive each."""
+    decided = ctx.out.directives[mark:]
+    if not all(isinstance(d, Emit) for d in decided):
+        return False
+    ctx.out.rollback(mark)
+    actor = ctx.config.service_actor
+    term = (
+        [] if noted is None else [lesson_term_mcp(noted, lesson_title(ctx.catalog, noted), actor)]
+    )
+    incidents = [mcp for d in decided if isinstance(d, Emit) for mcp in d.mcps]
+    if incidents or term or runs:
+        ctx.out.emit(*incidents, *term, *runs)
+    return True
 
 
 @contextmanager

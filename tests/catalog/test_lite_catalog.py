@@ -100,3 +100,132 @@ def test_an_assertions_runs_of_one_id_are_found_through_an_index(tmp_path: Path)
     plan = catalog._db.execute(f"EXPLAIN QUERY PLAN {query}").fetchall()
     assert "USING INDEX reflex_run_ids" in " ".join(str(row) for row in plan)
     catalog.close()
+
+
+def _batch() -> list[MCP]:
+    """A batch as a sweep writes one, and what Lite's versioning tells apart: a new aspect, a
+    changed one, an unchanged one (a dup), a timeseries value, one urn twice, an MCP with no
+    system metadata, one whose write adds a browse edge."""
+    from datahub.metadata.schema_classes import (
+        DatasetPropertiesClass,
+        SystemMetadataClass,
+    )
+
+    from reflex_actions.catalog.steward import acting_as
+
+    run = "urn:li:assertion:reflex-1"
+    return [
+        acting_as("urn:li:corpuser:reflex", PAYMENTS, DomainsClass(domains=[FINANCE])),
+        MCP(entityUrn=PAYMENTS, aspect=StatusClass(removed=False)),
+        MCP(entityUrn=PAYMENTS, aspect=DatasetPropertiesClass(name="payments")),
+        *(
+            acting_as(
+                "urn:li:corpuser:reflex",
+                run,
+                AssertionRunEventClass(
+                    timestampMillis=1_700_000_000_000 + i,
+                    runId=f"run-{i}",
+                    asserteeUrn=PAYMENTS,
+                    assertionUrn=run,
+                    status="COMPLETE",
+                ),
+            )
+            for i in range(3)
+        ),
+        MCP(
+            entityUrn=PAYMENTS,
+            aspect=StatusClass(removed=True),
+            systemMetadata=SystemMetadataClass(lastObserved=1_600_000_000_000, runId="x"),
+        ),
+    ]
+
+
+def _rows(path: Path) -> list[tuple[object, ...]]:
+    """Every row Lite keeps, in the order written (``createdon`` is the wall clock's)."""
+    with sqlite3.connect(path) as db:
+        return [
+            *db.execute(
+                "SELECT rowid, urn, aspect_name, version, metadata, system_metadata"
+                " FROM metadata_aspect_v2 ORDER BY rowid"
+            ),
+            *db.execute("SELECT * FROM metadata_edge_v2 ORDER BY rowid"),
+        ]
+
+
+def test_a_batch_is_written_row_for_row_as_lite_writes_it_with_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``emit`` writes what Lite's own ``write`` of each MCP writes (the same versions, JSON
+    and rows, in the same order, dups included), reading the batch's current rows in one
+    query per aspect name instead of one per MCP."""
+    import time
+
+    monkeypatch.setattr(time, "time", lambda: 1_750_000_000.0)  # Lite stamps lastObserved
+    by_lite = SqliteLite(SqliteLiteConfig(file=str(tmp_path / "lite.db")))
+    catalog = LiteCatalog(tmp_path / "reflex.db")
+    for store_batch in (_batch()[:2], _batch()):  # the second batch: changes and dups
+        for mcp in store_batch:
+            by_lite.write(mcp)
+        statements: list[str] = []
+        catalog._db.set_trace_callback(statements.append)
+        catalog.emit(_batch()[: len(store_batch)])
+        catalog._db.set_trace_callback(None)
+        reads = [s for s in statements if s.startswith("SELECT") and "metadata_aspect_v2" in s]
+        names = {mcp.aspectName for mcp in store_batch}
+        assert len(reads) == len(names), reads
+    by_lite._close_connection()
+    catalog.close()
+    lite_rows, reflex_rows = _rows(tmp_path / "lite.db"), _rows(tmp_path / "reflex.db")
+    assert len(lite_rows) > len(_batch()) + 2  # new, changed and timeseries rows were written
+    assert reflex_rows == lite_rows
+
+
+def test_system_metadata_is_converted_as_avrogen_converts_it() -> None:
+    """The embedded store converts a writer's system metadata once per distinct value: the
+    same dict as ``to_obj()`` each time, a copy the write may add to."""
+    from datahub.metadata.schema_classes import SystemMetadataClass
+
+    from reflex_actions.catalog.lite import _system_obj
+
+    values = [
+        SystemMetadataClass(properties={"actor": "urn:li:corpuser:reflex"}),
+        SystemMetadataClass(properties={"actor": "urn:li:corpuser:other"}),
+        SystemMetadataClass(lastObserved=1, runId="r", properties={"a": "1", "b": "2"}),
+        SystemMetadataClass(lastObserved=True, runId="r"),  # True == 1: kept apart
+        SystemMetadataClass(),
+    ]
+    for system in [*values, *values]:
+        converted = _system_obj(system)
+        assert converted == system.to_obj() and type(converted) is type(system.to_obj())
+        assert json.dumps(converted) == json.dumps(system.to_obj())
+        converted.setdefault("properties", {})["sysVersion"] = "7"
+    assert "sysVersion" not in (_system_obj(values[0])["properties"])
+
+
+def test_what_the_batch_writer_does_not_reproduce_goes_to_lites_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCE (Lite writes each of its aspects) among plain MCPs: the rows are Lite's still,
+    the MCPs after it reading the rows it wrote."""
+    import time
+
+    from datahub.metadata.schema_classes import (
+        DatasetSnapshotClass,
+        MetadataChangeEventClass,
+    )
+
+    monkeypatch.setattr(time, "time", lambda: 1_750_000_000.0)
+    snapshot = MetadataChangeEventClass(
+        proposedSnapshot=DatasetSnapshotClass(
+            urn=PAYMENTS, aspects=[StatusClass(removed=True), DomainsClass(domains=["x"])]
+        )
+    )
+    batch = [*_batch()[:2], snapshot, *_batch()[:2]]
+    by_lite = SqliteLite(SqliteLiteConfig(file=str(tmp_path / "lite.db")))
+    for record in batch:
+        by_lite.write(record)  # type: ignore[arg-type]
+    by_lite._close_connection()
+    catalog = LiteCatalog(tmp_path / "reflex.db")
+    catalog.emit(batch)  # type: ignore[arg-type]
+    catalog.close()
+    assert _rows(tmp_path / "reflex.db") == _rows(tmp_path / "lite.db")
