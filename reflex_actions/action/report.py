@@ -14,6 +14,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub_actions.plugin.action.stats_util import ActionStageReport
@@ -205,6 +206,9 @@ class WriteCountingCatalog(Catalog):
     def emit(self, mcps: Sequence[MetadataChangeProposalWrapper]) -> None:
         self.writes += len(mcps)
         self.inner.emit(mcps)
+
+    def one_decision(self) -> AbstractContextManager[None]:
+        return self.inner.one_decision()
 
     def set_structured_properties(
         self, urn: str, values: Mapping[str, Sequence[str | float]], actor: str

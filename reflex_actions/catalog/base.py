@@ -8,7 +8,8 @@ empty list, never as an exception.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -169,6 +170,13 @@ class Catalog(ABC):
     @abstractmethod
     def add_owner(self, urn: str, owner: str, ownership_type: str, actor: str) -> None:
         """Add one owner to ``urn``, keeping the others (atomically, like a UI edit)."""
+
+    @contextmanager
+    def one_decision(self) -> Iterator[None]:
+        """The writes made within as one, where the store can: the embedded store writes them
+        in one transaction (all or none, one commit); a server takes each as it comes (each
+        idempotent, so a decision cut short is finished by its redelivery)."""
+        yield
 
     def close(self) -> None:  # noqa: B027 - adapters without resources need no cleanup
         """Release connections."""

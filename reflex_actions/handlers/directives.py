@@ -86,7 +86,15 @@ class Outbox:
 
 
 def apply(directives: Sequence[Directive], catalog: Catalog, actor: str) -> None:
-    """Write a decision, in order, as ``actor``."""
+    """Write a decision, in order, as ``actor``: as one, where the store can (one transaction
+    on the embedded store: a decision that fails to write leaves nothing of it)."""
+    if not directives:
+        return  # nothing to write: no lock, no transaction
+    with catalog.one_decision():
+        _apply(directives, catalog, actor)
+
+
+def _apply(directives: Sequence[Directive], catalog: Catalog, actor: str) -> None:
     for directive in directives:
         match directive:
             case Emit(mcps):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from datahub.metadata.schema_classes import AssertionRunEventClass, DomainsClass
 from reflex_actions.catalog.base import CatalogError
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.errors import ReflexError
+from reflex_actions.handlers.directives import Emit, SetProperties, apply
+from reflex_actions.handlers.lesson_store import structured_values
 
 PAYMENTS = make_dataset_urn("snowflake", "finance.payments")
 FINANCE = make_domain_urn("finance")
@@ -229,3 +232,44 @@ def test_what_the_batch_writer_does_not_reproduce_goes_to_lites_write(
     catalog.emit(batch)  # type: ignore[arg-type]
     catalog.close()
     assert _rows(tmp_path / "reflex.db") == _rows(tmp_path / "lite.db")
+
+
+def test_a_decision_is_written_in_one_commit_or_not_at_all(tmp_path: Path) -> None:
+    """The applier writes a decision within ``one_decision``: on the embedded store one
+    transaction, so its writes cost one commit, and a write failing midway leaves none of
+    those before it."""
+    catalog = LiteCatalog(tmp_path / "reflex.db")
+    urns = [make_dataset_urn("postgres", f"db.t{n}") for n in range(3)]
+    property_urn = "urn:li:structuredProperty:reflex.coverage"
+    decision = [
+        Emit((MCP(entityUrn=urns[0], aspect=StatusClass(removed=False)),)),
+        SetProperties(urns[1], {property_urn: ["urn:li:glossaryTerm:x"]}),
+        Emit((MCP(entityUrn=urns[2], aspect=StatusClass(removed=True)),)),
+    ]
+    statements: list[str] = []
+    catalog._db.set_trace_callback(statements.append)
+    apply(decision, catalog, "urn:li:corpuser:reflex")
+    catalog._db.set_trace_callback(None)
+    assert [s for s in statements if s.strip().upper() == "COMMIT"] == ["COMMIT"]
+    assert catalog.get_aspect(urns[2], StatusClass) == StatusClass(removed=True)
+
+    failing = [
+        Emit((MCP(entityUrn=urns[0], aspect=StatusClass(removed=True)),)),
+        SetProperties(urns[1], {property_urn: []}),
+        Emit((MCP(entityUrn=urns[2], aspect=StatusClass(removed=False)),)),
+    ]
+
+    def refused(mcps: Sequence[MCP]) -> None:
+        if mcps[0].entityUrn == urns[2]:
+            raise CatalogError("the disk is full")
+        LiteCatalog.emit(catalog, mcps)
+
+    catalog.emit = refused  # type: ignore[method-assign]
+    with pytest.raises(CatalogError, match="the disk is full"):
+        apply(failing, catalog, "urn:li:corpuser:reflex")
+    del catalog.emit
+    assert catalog.get_aspect(urns[0], StatusClass) == StatusClass(removed=False)
+    assert structured_values(catalog, urns[1], property_urn) == ["urn:li:glossaryTerm:x"]
+    catalog.emit([MCP(entityUrn=urns[0], aspect=StatusClass(removed=True))])  # the lock is free
+    assert catalog.get_aspect(urns[0], StatusClass) == StatusClass(removed=True)
+    catalog.close()
