@@ -222,7 +222,16 @@ class Engine(ABC):
         return self.judged(control, relation, query, self.counts(relation, query))
 
     def counts(self, relation: Relation, query: RenderedControl) -> tuple[Any, ...]:
-        """The one row ``query``'s counts give on ``relation``."""
+        """The one row ``query``'s counts give on ``relation``: its ``settled`` query's row
+        when it gives one (no row read), else its counts query's."""
+        if query.settled is not None:
+            rows = self.fetch(query.settled.sql, query.settled.bind(relation, query.params))
+            if len(rows) == 1:
+                return rows[0]
+            if rows:
+                raise SnapshotUnreadableError(
+                    f"a control's settled counts returned {len(rows)} rows, not 0 or 1"
+                )
         rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")

@@ -57,6 +57,9 @@ class RenderedControl:
     sample_is_measures: bool = False
     sample_counted: bool = False
     sample_totals: bool = False
+    #: the counts row from what the reader knows without reading the rows, or no row: then
+    #: ``counts`` runs (``ControlQuery.settled``)
+    settled: RenderedQuery | None = None
 
 
 #: The row of bound values a batched query reads in place of its parameters.
@@ -175,6 +178,9 @@ def _compiled(
         sample_is_measures=query.sample_is_measures,
         sample_counted=query.sample_counted,
         sample_totals=query.sample_totals,
+        settled=None
+        if query.settled is None
+        else _rendered(query.settled, relation, query, dialect),
     )
 
 
@@ -208,7 +214,7 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
 #: The store rendered controls are kept in between processes (None: kept in memory only).
 _STORE: list[RenderedStore | None] = [None]
 #: The layout of a stored entry: a change of it makes every older entry a miss.
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 #: The largest entry read back (a control's two queries are a few kilobytes).
 MAX_ENTRY_BYTES = 1 << 20
 
@@ -345,6 +351,7 @@ def _as_json(found: RenderedControl) -> dict[str, Any]:
         "sample_is_measures": found.sample_is_measures,
         "sample_counted": found.sample_counted,
         "sample_totals": found.sample_totals,
+        "settled": query(found.settled),
     }
 
 
@@ -370,6 +377,7 @@ def _entry(data: Any) -> RenderedControl | None:
         sample_is_measures=flags[0],
         sample_counted=flags[1],
         sample_totals=flags[2],
+        settled=None if data["settled"] is None else query(data["settled"]),
     )
 
 
