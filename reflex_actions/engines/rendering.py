@@ -76,6 +76,9 @@ class BatchedCounts:
     #: the counts query reading the ``BATCH_ROW`` row's columns in place of its parameters
     lateral: str
     names: tuple[str, ...]
+    #: whether it reads a table (the sources it does not read are left out): one that reads
+    #: none (a count a footer or DataHub gave, bound) judges any number of relations at once
+    reads_tables: bool = True
 
     def sql(self, rows: int) -> str:
         """The query over ``rows`` rows of bound values, its result rows in their order, each
@@ -110,7 +113,8 @@ def batched(counts: RenderedQuery, dialect: str) -> BatchedCounts:
     if found is None:
         from reflex_actions.sql import exp, parse
 
-        names = tuple(sorted(counts.names))
+        tree = _without_unread_sources(parse(counts.sql, dialect))
+        names = tuple(sorted({node.name for node in tree.find_all(exp.Placeholder)} & counts.names))
         if not all(name.isidentifier() for name in names):
             raise ValueError(f"a query binds a value under an odd name: {names}")
 
@@ -119,13 +123,39 @@ def batched(counts: RenderedQuery, dialect: str) -> BatchedCounts:
                 return exp.column(f"p_{node.name}", table=BATCH_ROW, quoted=True)
             return node
 
-        tree = parse(counts.sql, dialect).transform(read_from_row)
-        found = BatchedCounts(tree.sql(dialect=dialect), names)
+        reads_tables = any(True for _ in tree.find_all(exp.Table))
+        tree = tree.transform(read_from_row)
+        found = BatchedCounts(tree.sql(dialect=dialect), names, reads_tables)
         with _RENDERED_LOCK:
             if len(_BATCHED) >= MAX_RENDERED:
                 _BATCHED.clear()
             _BATCHED[key] = found
     return found
+
+
+def _without_unread_sources(tree: exp.Expression) -> exp.Expression:
+    """``tree`` without the common table expressions it never reads (a count bound in place
+    of the snapshot's leaves its source unread)."""
+    from reflex_actions.sql import exp
+
+    own = tree.args.get("with_")
+    if own is None:
+        return tree
+    ctes = {cte.alias_or_name: cte for cte in own.expressions}
+    body = tree.copy()
+    body.set("with_", None)
+    read = {table.name for table in body.find_all(exp.Table)}
+    pending = list(read & ctes.keys())
+    while pending:
+        for table in ctes[pending.pop()].find_all(exp.Table):
+            if table.name in ctes and table.name not in read:
+                read.add(table.name)
+                pending.append(table.name)
+    kept = [cte for name, cte in ctes.items() if name in read]
+    if len(kept) == len(ctes):
+        return tree
+    tree.set("with_", exp.With(expressions=kept) if kept else None)
+    return tree
 
 
 #: Rendered controls by control, dialect and the shape of what they read.
@@ -207,6 +237,7 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
         if recorded is None
         else (recorded.row_count is None, recorded.last_updated_ms is None, recorded.columns),
         relation.row_count_is_free,
+        relation.footer_rows is not None,
         None if relation.reference is None else _shape(relation.reference, dialect),
     )
 

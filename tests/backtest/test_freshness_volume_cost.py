@@ -11,13 +11,16 @@ import duckdb
 import pytest
 
 from reflex_actions.backtest import backtest, load_history
+from reflex_actions.backtest import engine as backtest_engine
 from reflex_actions.controls.freshness import FreshnessControl
+from reflex_actions.controls.volume import VolumeControl
 from reflex_actions.engines.base import FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.engines.rendering import rendered
 from reflex_actions.executor import run_control
 from reflex_actions.times import parse_instant
 from tests.conformance.dialect_rendering import RecordingEngine as QueryRecorder
+from tests.conftest import write_snapshot
 
 #: the column's type as the file stores it -> a DuckDB expression of a time of that type
 TYPES = {
@@ -158,4 +161,44 @@ def test_a_freshness_backtest_runs_one_query_a_snapshot_converting_no_row(
     ignored = {"elapsed_ms"}
     assert [o.model_dump(exclude=ignored) for o in report.per_snapshot] == [
         o.model_dump(exclude=ignored) for o in every_row.per_snapshot
+    ]
+
+
+def volume_history(folder: Path) -> Path:
+    """Ten Parquet days, the sixth short; a CSV day (no footer), then a Parquet day."""
+    folder.mkdir()
+    for day in range(1, 11):
+        n = 4 if day == 6 else 20
+        write_snapshot(folder / f"2026-09-{day:02d}.parquet", [{"txn": f"t{i}"} for i in range(n)])
+    write_snapshot(folder / "2026-09-11.csv", [{"txn": "x"}] * 5)
+    write_snapshot(folder / "2026-09-12.parquet", [{"txn": f"t{i}"} for i in range(20)])
+    return folder
+
+
+@pytest.mark.parametrize(
+    "control",
+    [VolumeControl(min_rows=10), VolumeControl(max_drop=0.5, window=3)],
+    ids=["absolute", "relative"],
+)
+def test_a_volume_backtest_judges_its_footers_counts_in_one_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control: VolumeControl
+) -> None:
+    """The Parquet days' counts come from their footers, read ahead: one query judges them
+    all (reading no rows); the CSV day is counted by a query of its own, in its turn (the
+    relative bound of each day after it counts it). The report is the one-by-one report."""
+    history = load_history(volume_history(tmp_path / "finance.payments"))
+    engine = RecordingEngine()
+    try:
+        report = backtest(control, [history], engine=engine, workers=2)
+    finally:
+        engine.close()
+    assert len(engine.fetched) == 2  # the batch, the CSV day's count
+    assert sum("reflex_batch" in sql for sql in engine.fetched) == 1
+    assert [o.snapshot_id for o in report.per_snapshot if o.flagged] == ["2026-09-06", "2026-09-11"]
+    assert [o.rows_scanned for o in report.per_snapshot[-2:]] == [5, 20]
+    monkeypatch.setattr(backtest_engine, "_judged_in_batches", lambda *args: None)
+    one_by_one = backtest(control, [history], workers=2)
+    ignored = {"elapsed_ms"}
+    assert [o.model_dump(exclude=ignored) for o in report.per_snapshot] == [
+        o.model_dump(exclude=ignored) for o in one_by_one.per_snapshot
     ]
