@@ -158,12 +158,16 @@ def embedded_engine(memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Iterator[Engine
 
 @contextmanager
 def _pool(
-    engine: Engine | None, memory_limit: str, workers: int, targets: Sequence[Target]
+    engine: Engine | None,
+    memory_limit: str,
+    workers: int,
+    targets: Sequence[Target],
+    types: bool = True,
 ) -> Iterator[WorkerPool]:
     """A pool of ``workers`` on ``engine`` (the caller's to close), or on the embedded one,
-    reading ``targets`` (every point judged) ahead."""
+    reading ``targets`` (every point judged) ahead, their column types only with ``types``."""
     with embedded_engine(memory_limit) if engine is None else nullcontext(engine) as used:
-        pool = WorkerPool(used.reading_ahead(targets), workers)
+        pool = WorkerPool(used.reading_ahead(targets, types), workers)
         try:
             yield pool
         finally:
@@ -199,7 +203,12 @@ def backtest(
     outcomes: list[SnapshotOutcome] = []
     read = [*histories, *(references or {}).values()]
     targets = [point.target for history in read for point in history.points]
-    with _pool(engine, memory_limit, workers, targets) as pool:
+    # a control judged on a row count alone (volume) reads no column: no types are read ahead
+    counted = [control, *(controls_by_dataset or {}).values()]
+    types = bool(references) or any(
+        c.judged_on_recorded() != {"row_count"} or c.referenced() for c in counted
+    )
+    with _pool(engine, memory_limit, workers, targets, types) as pool:
         _check_reads(pool.engine, histories)
         for history in histories:
             own_control = (controls_by_dataset or {}).get(history.dataset, control)

@@ -200,10 +200,11 @@ class Engine(ABC):
         (a cursor on one DuckDB database, a connection to one server)."""
         return self
 
-    def reading_ahead(self, targets: Sequence[Target]) -> Engine:
+    def reading_ahead(self, targets: Sequence[Target], types: bool = True) -> Engine:
         """This engine, knowing ahead what it can learn of ``targets`` at once (the DuckDB
-        engine: a history's Parquet schemas and row counts from one read of their footers);
-        itself for an engine that learns nothing so."""
+        engine: a history's Parquet schemas and row counts from one read of their footers;
+        their row counts alone unless ``types``); itself for an engine that learns nothing
+        so."""
         return self
 
     def close(self) -> None:  # noqa: B027 - most engines hold nothing to release

@@ -13,11 +13,14 @@ import pytest
 from reflex_actions.backtest import backtest, load_history
 from reflex_actions.backtest import engine as backtest_engine
 from reflex_actions.controls.freshness import FreshnessControl
+from reflex_actions.controls.not_null import NotNullControl
 from reflex_actions.controls.volume import VolumeControl
+from reflex_actions.engines import duckdb as duckdb_engine
 from reflex_actions.engines.base import FileTarget
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.engines.rendering import rendered
 from reflex_actions.executor import run_control
+from reflex_actions.snapshots import SnapshotFile
 from reflex_actions.times import parse_instant
 from tests.conformance.dialect_rendering import RecordingEngine as QueryRecorder
 from tests.conftest import write_snapshot
@@ -202,3 +205,30 @@ def test_a_volume_backtest_judges_its_footers_counts_in_one_query(
     assert [o.model_dump(exclude=ignored) for o in report.per_snapshot] == [
         o.model_dump(exclude=ignored) for o in one_by_one.per_snapshot
     ]
+
+
+def test_a_volume_backtest_reads_no_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judged on row counts alone, it reads the footers' counts ahead and no column types
+    (no DESCRIBE, no Parquet schema); a control reading a column describes its schema once."""
+    folder = volume_history(tmp_path / "finance.payments")
+    (folder / "2026-09-11.csv").unlink()
+    described: list[Path] = []
+    original = SnapshotFile.column_types
+
+    def recording(self: SnapshotFile, connection: Any) -> dict[str, str]:
+        described.append(self.path)
+        return original(self, connection)
+
+    monkeypatch.setattr(SnapshotFile, "column_types", recording)
+    read = []
+    real = duckdb_engine.read_ahead
+    monkeypatch.setattr(
+        duckdb_engine,
+        "read_ahead",
+        lambda con, files, types=True: read.append(types) or real(con, files, types),
+    )
+    report = backtest(VolumeControl(min_rows=10), [load_history(folder)])
+    assert (described, read) == ([], [False])
+    assert [o.rows_scanned for o in report.per_snapshot][4:7] == [20, 4, 20]
+    backtest(NotNullControl(field="txn"), [load_history(folder)])
+    assert (len(described), read) == (1, [False, True])

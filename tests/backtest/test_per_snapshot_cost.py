@@ -63,7 +63,7 @@ def outcomes(report: BacktestReport) -> list[dict[str, Any]]:
 
 def each_file_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing read ahead: every file described on its own, as before issue 27."""
-    monkeypatch.setattr(DuckDBEngine, "reading_ahead", lambda self, targets: self)
+    monkeypatch.setattr(DuckDBEngine, "reading_ahead", lambda self, targets, types=True: self)
 
 
 @pytest.mark.parametrize("control", [NOT_NULL, IN_RANGE], ids=["not_null", "value_range"])
