@@ -418,9 +418,10 @@ def _judged_in_batches(
 ) -> list[Evaluation | str] | None:
     """Each point's result, the points whose counts read no rows (a volume control on the
     count its footer gave, read ahead: planning a query costs more than the footer's count)
-    judged in one query per ``BATCH_SIZE`` of them, any other point on its own in its turn;
-    None for a control judged on more than a row count, and when a batch fails or a point's
-    count is not its footer's (every point is then judged on its own, saying why). A volume
+    judged in one query per ``BATCH_SIZE`` of them, any other point of a control judged in
+    order on its own in its turn; None for a control judged on more than a row count, for
+    independent points not all counted by footers, and when a batch fails or a point's count
+    is not its footer's (every point is then judged on its own, saying why). A volume
     control's earlier counts are its earlier points' (a footer's is its query's count)."""
     if engine.name != "duckdb" or "row_count" not in control.judged_on_recorded():
         return None
@@ -436,6 +437,8 @@ def _judged_in_batches(
         query = rendered(control, relation, sample_size, engine.dialect)
         alike = not group or query.counts.sql == group[0][2].counts.sql
         if relation.footer_rows is None or not alike:
+            if not control.earlier_counts_needed():
+                return None  # independent points: the pool judges them several at once
             judged[index] = result = _evaluated(
                 engine, control, relation, sample_size, judgement.snapshot.target
             )

@@ -179,24 +179,26 @@ def volume_history(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "control",
-    [VolumeControl(min_rows=10), VolumeControl(max_drop=0.5, window=3)],
-    ids=["absolute", "relative"],
+    ("control", "queries"),
+    [(VolumeControl(min_rows=10), 12), (VolumeControl(max_drop=0.5, window=3), 2)],
+    ids=["absolute, each in the pool", "relative, at once"],
 )
 def test_a_volume_backtest_judges_its_footers_counts_in_one_query(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control: VolumeControl
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control: VolumeControl, queries: int
 ) -> None:
-    """The Parquet days' counts come from their footers, read ahead: one query judges them
-    all (reading no rows); the CSV day is counted by a query of its own, in its turn (the
-    relative bound of each day after it counts it). The report is the one-by-one report."""
+    """Judged in order (a relative bound), the Parquet days' counts come from their footers,
+    read ahead: one query judges them all (reading no rows); the CSV day is counted by a query
+    of its own, in its turn (the bound of each day after it counts it). Independent points
+    (absolute bounds) not all counted by footers are judged several at once, each on its own.
+    The report is the one-by-one report."""
     history = load_history(volume_history(tmp_path / "finance.payments"))
     engine = RecordingEngine()
     try:
-        report = backtest(control, [history], engine=engine, workers=2)
+        report = backtest(control, [history], engine=engine, workers=1)  # one connection
     finally:
         engine.close()
-    assert len(engine.fetched) == 2  # the batch, the CSV day's count
-    assert sum("reflex_batch" in sql for sql in engine.fetched) == 1
+    assert len(engine.fetched) == queries  # at once: the batch and the CSV day's count
+    assert sum("reflex_batch" in sql for sql in engine.fetched) == (queries == 2)
     assert [o.snapshot_id for o in report.per_snapshot if o.flagged] == ["2026-09-06", "2026-09-11"]
     assert [o.rows_scanned for o in report.per_snapshot[-2:]] == [5, 20]
     monkeypatch.setattr(backtest_engine, "_judged_in_batches", lambda *args: None)
@@ -227,8 +229,15 @@ def test_a_volume_backtest_reads_no_schema(tmp_path: Path, monkeypatch: pytest.M
         "read_ahead",
         lambda con, files, types=True: read.append(types) or real(con, files, types),
     )
-    report = backtest(VolumeControl(min_rows=10), [load_history(folder)])
+    engine = RecordingEngine()
+    try:
+        report = backtest(
+            VolumeControl(min_rows=10), [load_history(folder)], engine=engine, workers=1
+        )
+    finally:
+        engine.close()
     assert (described, read) == ([], [False])
+    assert len(engine.fetched) == 1 and "reflex_batch" in engine.fetched[0]  # every day at once
     assert [o.rows_scanned for o in report.per_snapshot][4:7] == [20, 4, 20]
     backtest(NotNullControl(field="txn"), [load_history(folder)])
     assert (len(described), read) == (1, [False, True])
