@@ -182,9 +182,15 @@ LOOP_QUERIES = {
 }
 
 
+#: the freshness loop's second query, run only when a file's newest time is beyond the tolerance
+FRESH_KEPT = "SELECT max(booked_at) FILTER (WHERE booked_at <= $latest) FROM read_parquet($file)"
+
+
 def run_loop(folder: Path, control_name: str, rows: int, workers: int | None) -> Run:
     """The plain loop: one query per file, one after the other; a volume or freshness
-    control's judgement of the count or the newest time made in Python."""
+    control's judgement of the count or the newest time made in Python (a freshness file
+    whose newest time is beyond the control's tolerance queried again for the newest time
+    kept, as the control ignores the times beyond it)."""
     con = duckdb.connect()
     counts = []
     for file in snapshot_files(folder):
@@ -192,7 +198,12 @@ def run_loop(folder: Path, control_name: str, rows: int, workers: int | None) ->
         if control_name == "volume":
             measured = max(0, rows - rows // 20 - scanned)
         elif control_name == "freshness":
-            as_of = datetime.combine(date.fromisoformat(Path(file).stem), time_of_day.max)
+            # a day's snapshot is judged as of the day's end: the next midnight, as Reflex does
+            day = date.fromisoformat(Path(file).stem)
+            as_of = datetime.combine(day + timedelta(days=1), time_of_day())
+            latest = as_of + timedelta(hours=1)  # the control's default future tolerance
+            if measured is not None and measured > latest:  # beyond it: ignored, not a load
+                (measured,) = con.execute(FRESH_KEPT, {"file": file, "latest": latest}).fetchone()
             measured = int(measured is None or as_of - measured > timedelta(days=MAX_AGE_DAYS))
         counts.append([scanned, measured])
     return {

@@ -243,7 +243,7 @@ def run_controls_on_recorded(
             alike.setdefault(query.counts.sql, []).append((index, relation, query))
         for group in alike.values():
             try:
-                counts = _counts_of_each(engine, group)
+                counts = counts_of_each(engine, group)
             except SnapshotUnreadableError as error:
                 for index, _, _ in group:
                     outcomes[index] = _unreadable(_Recorded(judgements[index].snapshot_id), error)
@@ -267,10 +267,11 @@ def _unreadable(
     return SnapshotUnreadableError(f"cannot evaluate snapshot {target.shown}: {error}")
 
 
-def _counts_of_each(
-    engine: DuckDBEngine, group: list[tuple[int, Relation, RenderedControl]]
+def counts_of_each(
+    engine: Engine, group: Sequence[tuple[int, Relation, RenderedControl]]
 ) -> list[tuple[Any, ...]]:
-    """The counts row of each relation of ``group`` (one query, when there are several)."""
+    """The counts row of each relation of ``group``, all rendered alike (one query, when there
+    are several: the engine must join a ``VALUES`` row laterally, as DuckDB does)."""
     if len(group) == 1:
         _, relation, query = group[0]
         return [engine.counts(relation, query)]

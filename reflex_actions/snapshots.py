@@ -231,14 +231,15 @@ _TYPELESS_METADATA = frozenset({b"pandas"})
 
 @dataclass(frozen=True)
 class ReadAhead:
-    """What a Parquet file's footer says, read ahead: its column types and its row count."""
+    """What a Parquet file's footer says, read ahead: its column types (None when they were
+    not read) and its row count."""
 
-    types: dict[str, str]
+    types: dict[str, str] | None
     rows: int
 
 
 def read_ahead(
-    connection: duckdb.DuckDBPyConnection, snapshots: Sequence[SnapshotFile]
+    connection: duckdb.DuckDBPyConnection, snapshots: Sequence[SnapshotFile], types: bool = True
 ) -> dict[str, ReadAhead]:
     """Read path -> column types and row count of many Parquet snapshots, from one read of all
     their footers.
@@ -249,7 +250,8 @@ def read_ahead(
     each schema gives them all. Left out, to be described on their own: CSV files, paths with
     glob characters (their expansion is checked), and every file when any footer cannot be
     read (each file then says why). The row count is the sum of the row groups' counts, as a
-    scan counts them.
+    scan counts them. Without ``types`` the row counts alone are read (no schema, no
+    DESCRIBE).
     """
     import duckdb
 
@@ -262,16 +264,24 @@ def read_ahead(
     if not files:
         return {}
     try:
-        elements = connection.execute(
-            "SELECT * EXCLUDE (file_name), file_name FROM parquet_schema($files) "
-            "ORDER BY file_name, column_id",
-            {"files": files},
-        ).fetchall()
-        metadata = connection.execute(
-            "SELECT file_name, key, value FROM parquet_kv_metadata($files) "
-            "ORDER BY file_name, key, value",
-            {"files": files},
-        ).fetchall()
+        elements = (
+            connection.execute(
+                "SELECT * EXCLUDE (file_name), file_name FROM parquet_schema($files) "
+                "ORDER BY file_name, column_id",
+                {"files": files},
+            ).fetchall()
+            if types
+            else []
+        )
+        metadata = (
+            connection.execute(
+                "SELECT file_name, key, value FROM parquet_kv_metadata($files) "
+                "ORDER BY file_name, key, value",
+                {"files": files},
+            ).fetchall()
+            if types
+            else []
+        )
         groups = connection.execute(
             "SELECT file_name, sum(row_group_num_rows) FROM (SELECT DISTINCT file_name, "
             "row_group_id, row_group_num_rows FROM parquet_metadata($files)) GROUP BY file_name",
@@ -280,6 +290,10 @@ def read_ahead(
     except duckdb.Error:
         return {}
     rows = {file: int(count) for file, count in groups}  # a file of no row group: none
+    if not types:
+        if not rows.keys() <= set(files):
+            return {}  # a file named otherwise than given: nothing is assumed of it
+        return {file: ReadAhead(None, rows.get(file, 0)) for file in files}
     schemas: dict[str, list[tuple[object, ...]]] = {file: [] for file in files}
     for *element, file in elements:
         if file not in schemas:

@@ -216,6 +216,10 @@ class ControlQuery:
     #: limit; no rows: none): a failing check reads its violations once, a passing one as a
     #: hand-written ``count(*) ... WHERE`` does
     sample_totals: bool = False
+    #: a cheaper query of the same counts row from what the reader knows without reading
+    #: the rows (a Parquet footer's statistics), returning it when that settles the
+    #: judgement and no row when it does not; ``counts`` runs only then
+    settled: exp.Query | None = None
 
     def render(
         self, query: exp.Query, relation: Relation, dialect: str

@@ -35,10 +35,16 @@ from reflex_actions.backtest.metrics import (
 )
 from reflex_actions.controls import Control
 from reflex_actions.engines.base import Engine, Evaluation, Target
+from reflex_actions.engines.rendering import RenderedControl, batched, rendered
 from reflex_actions.errors import ReflexError, SnapshotError, SnapshotUnreadableError
-from reflex_actions.executor import ReferenceSnapshot, recent_counts, with_reference
+from reflex_actions.executor import (
+    ReferenceSnapshot,
+    counts_of_each,
+    recent_counts,
+    with_reference,
+)
 from reflex_actions.registry import kind_for_control
-from reflex_actions.sql import RecordedFacts
+from reflex_actions.sql import RecordedFacts, Relation
 
 DEFAULT_SAMPLE_SIZE = 3
 #: DuckDB spills aggregates to disk beyond this, keeping a backtest's memory bounded.
@@ -152,12 +158,16 @@ def embedded_engine(memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Iterator[Engine
 
 @contextmanager
 def _pool(
-    engine: Engine | None, memory_limit: str, workers: int, targets: Sequence[Target]
+    engine: Engine | None,
+    memory_limit: str,
+    workers: int,
+    targets: Sequence[Target],
+    types: bool = True,
 ) -> Iterator[WorkerPool]:
     """A pool of ``workers`` on ``engine`` (the caller's to close), or on the embedded one,
-    reading ``targets`` (every point judged) ahead."""
+    reading ``targets`` (every point judged) ahead, their column types only with ``types``."""
     with embedded_engine(memory_limit) if engine is None else nullcontext(engine) as used:
-        pool = WorkerPool(used.reading_ahead(targets), workers)
+        pool = WorkerPool(used.reading_ahead(targets, types), workers)
         try:
             yield pool
         finally:
@@ -193,7 +203,12 @@ def backtest(
     outcomes: list[SnapshotOutcome] = []
     read = [*histories, *(references or {}).values()]
     targets = [point.target for history in read for point in history.points]
-    with _pool(engine, memory_limit, workers, targets) as pool:
+    # a control judged on a row count alone (volume) reads no column: no types are read ahead
+    counted = [control, *(controls_by_dataset or {}).values()]
+    types = bool(references) or any(
+        c.judged_on_recorded() != {"row_count"} or c.referenced() for c in counted
+    )
+    with _pool(engine, memory_limit, workers, targets, types) as pool:
         _check_reads(pool.engine, histories)
         for history in histories:
             own_control = (controls_by_dataset or {}).get(history.dataset, control)
@@ -373,7 +388,11 @@ def _judge_all(
         if progress is not None:
             progress(dataset, done / len(judgements))
 
-    if not control.earlier_counts_needed():
+    at_once = _judged_in_batches(pool.engine, control, judgements, sample_size)
+    if at_once is not None:
+        report(len(judgements))
+        judged = at_once
+    elif not control.earlier_counts_needed():
         judged = pool.map(
             lambda worker, judgement: _judge(worker, control, judgement, sample_size, ()),
             judgements,
@@ -390,23 +409,71 @@ def _judge_all(
     return {j.snapshot.snapshot_id: result for j, result in zip(judgements, judged, strict=True)}
 
 
-def _judge(
-    engine: Engine,
-    control: Control,
-    judgement: _Judgement,
-    sample_size: int,
-    earlier_counts: tuple[int, ...],
-) -> Evaluation | str:
-    """The control's result on one point (its own column types, as ``run_control`` reads
-    them), or why it cannot be evaluated: a missing column, an unreadable target or the
-    engine's reason for failing on its data."""
-    target = judgement.snapshot.target
+#: Points judged in one query at most (each binds a handful of values).
+BATCH_SIZE = 500
+
+
+def _judged_in_batches(
+    engine: Engine, control: Control, judgements: list[_Judgement], sample_size: int
+) -> list[Evaluation | str] | None:
+    """Each point's result, the points whose counts read no rows (a volume control on the
+    count its footer gave, read ahead: planning a query costs more than the footer's count)
+    judged in one query per ``BATCH_SIZE`` of them, any other point of a control judged in
+    order on its own in its turn; None for a control judged on more than a row count, for
+    independent points not all counted by footers, and when a batch fails or a point's count
+    is not its footer's (every point is then judged on its own, saying why). A volume
+    control's earlier counts are its earlier points' (a footer's is its query's count)."""
+    if engine.name != "duckdb" or "row_count" not in control.judged_on_recorded():
+        return None
+    judged: list[Evaluation | str | None] = [None] * len(judgements)
+    group: list[tuple[int, Relation, RenderedControl]] = []
+    counts: list[int] = []
+    for index, judgement in enumerate(judgements):
+        earlier = recent_counts(control, counts) if control.earlier_counts_needed() else ()
+        relation = _relation(engine, control, judgement, earlier)
+        if isinstance(relation, str):
+            judged[index] = relation
+            continue
+        query = rendered(control, relation, sample_size, engine.dialect)
+        alike = not group or query.counts.sql == group[0][2].counts.sql
+        if relation.footer_rows is None or not alike:
+            if not control.earlier_counts_needed():
+                return None  # independent points: the pool judges them several at once
+            judged[index] = result = _evaluated(
+                engine, control, relation, sample_size, judgement.snapshot.target
+            )
+            if not isinstance(result, str):
+                counts.append(result.rows_scanned)
+            continue
+        if batched(query.counts, engine.dialect).reads_tables:
+            return None
+        group.append((index, relation, query))
+        counts.append(relation.footer_rows)
+    for start in range(0, len(group), BATCH_SIZE):
+        part = group[start : start + BATCH_SIZE]
+        try:
+            rows = counts_of_each(engine, part)
+            for (index, relation, query), row in zip(part, rows, strict=True):
+                evaluation = engine.judged(control, relation, query, row)
+                if evaluation.rows_scanned != relation.footer_rows:
+                    return None
+                judged[index] = evaluation
+        except SnapshotError:
+            return None
+    return [result for result in judged if result is not None]
+
+
+def _relation(
+    engine: Engine, control: Control, judgement: _Judgement, earlier_counts: tuple[int, ...]
+) -> Relation | str:
+    """How the point is read (its own column types, as ``run_control`` reads them), with what
+    it is judged against, or why it cannot be: a missing column, an unreadable target."""
     try:
-        relation = replace(
+        return replace(
             with_reference(
                 engine,
                 control,
-                engine.relation(target, control.required_columns()),
+                engine.relation(judgement.snapshot.target, control.required_columns()),
                 judgement.reference,
             ),
             earlier_counts=earlier_counts,
@@ -417,6 +484,32 @@ def _judge(
         )
     except SnapshotError as error:
         return str(error)
+
+
+def _judge(
+    engine: Engine,
+    control: Control,
+    judgement: _Judgement,
+    sample_size: int,
+    earlier_counts: tuple[int, ...],
+) -> Evaluation | str:
+    """The control's result on one point, or why it cannot be evaluated: a missing column, an
+    unreadable target or the engine's reason for failing on its data."""
+    relation = _relation(engine, control, judgement, earlier_counts)
+    if isinstance(relation, str):
+        return relation
+    return _evaluated(engine, control, relation, sample_size, judgement.snapshot.target)
+
+
+def _evaluated(
+    engine: Engine,
+    control: Control,
+    relation: Relation,
+    sample_size: int,
+    target: Target,
+) -> Evaluation | str:
+    """The control's result on the point read as ``relation``, or the engine's reason for
+    failing on its data."""
     try:
         return engine.evaluate(control, relation, sample_size)
     except SnapshotUnreadableError as error:

@@ -116,7 +116,15 @@ class FreshnessControl(Control):
         the times after it (ignored), and the age as of the relation's time, in the counts row
         (its measures, pass or fail); stale when older than ``max_age`` or when there is no
         such time at all. The time and the last update are bound at run time (the executor
-        refuses a run without them)."""
+        refuses a run without them).
+
+        On a Parquet file a date or timestamp field is first judged by its newest value alone
+        (``settled``: ``max`` of the column as it is stored, converted once, which DuckDB
+        answers from the footer's statistics): when that value is not after the latest time
+        kept, no value is ignored and it is the newest, so the counts row is that query's;
+        only when it is after does ``counts`` convert and compare every row. Both give the
+        same row: the conversion to epoch ms never decreases, so the newest value's is the
+        newest of all."""
         params: dict[str, Any] = {
             "max_age_seconds": self.max_age_seconds,
             "future_tolerance_seconds": self.future_tolerance_seconds,
@@ -124,6 +132,7 @@ class FreshnessControl(Control):
         }
         as_of = exp.cast(param("as_of_ms"), "BIGINT")
         latest = as_of.copy() + exp.cast(param("future_tolerance_seconds"), "BIGINT") * 1000
+        settled = None
         if self.timestamp_field is None:
             self._recorded_last_update(relation)  # refused when DataHub records none
             time: exp.Expression = exp.cast(param("last_updated_ms"), "BIGINT")
@@ -136,13 +145,33 @@ class FreshnessControl(Control):
             ignored = count_where(time.copy() > latest.copy())
             timed = exp.select(self._epoch_ms(relation).as_("time_ms")).from_(SNAPSHOT)
             source = timed.subquery("timed")
-        measured = exp.select(
+            newest_stored = self._newest_stored_ms(relation)
+            if newest_stored is not None:
+                newest_ms = exp.column("newest_ms")
+                kept = exp.or_(newest_ms.is_(exp.null()), newest_ms <= latest.copy())
+                measured = self._measured(newest_stored, as_of, exp.Literal.number(0))
+                settled = self._judged(measured.from_(SNAPSHOT), kept)
+        counts = self._judged(self._measured(newest, as_of, ignored).from_(source))
+        return ControlQuery(counts=counts, params=params, sample_is_measures=True, settled=settled)
+
+    def _measured(
+        self, newest: exp.Expression, as_of: exp.Expression, ignored: exp.Expression
+    ) -> exp.Select:
+        """The row count, the newest time kept, the time judged, the bound and the times
+        ignored (from a source the caller gives)."""
+        return exp.select(
             exp.cast(exp.func("count", exp.Star()), "BIGINT").as_("rows_scanned"),
             newest.as_("newest_ms"),
-            as_of.as_("as_of_ms"),
+            as_of.copy().as_("as_of_ms"),
             exp.cast(param("max_age_seconds"), "BIGINT").as_("max_age_seconds"),
             exp.cast(ignored, "BIGINT").as_("future_values_ignored"),
-        ).from_(source)
+        )
+
+    def _judged(self, measured: exp.Select, where: exp.Expression | None = None) -> exp.Select:
+        """The counts row of ``measured`` (only where ``where`` holds of it, when given): stale
+        when there is no newest time or it is older than the bound."""
+        if where is not None:
+            measured = exp.select("*").from_(measured.subquery("stored")).where(where)
         newest_ms, as_of_ms, age = (
             exp.column(name) for name in ("newest_ms", "as_of_ms", "age_seconds")
         )
@@ -150,12 +179,26 @@ class FreshnessControl(Control):
             "*", ((as_of_ms - newest_ms) / exp.Literal.number("1000.0")).as_("age_seconds")
         ).from_(measured.subquery("measured"))
         stale = exp.or_(newest_ms.is_(exp.null()), age > exp.column("max_age_seconds"))
-        counts = exp.select(
+        return exp.select(
             "rows_scanned",
             exp.Case().when(stale, "1").else_("0").as_("violation_count"),
             *self._measures,
         ).from_(judged.subquery("judged"))
-        return ControlQuery(counts=counts, params=params, sample_is_measures=True)
+
+    def _newest_stored_ms(self, relation: Relation) -> exp.Expression | None:
+        """The field's newest value as stored (``max``, which a Parquet footer's statistics
+        answer) converted to epoch ms once, for a date or timestamp field of a Parquet file;
+        None elsewhere (text is converted row by row; a server table has no footer)."""
+        assert self.timestamp_field is not None
+        found = relation.types.get(self.timestamp_field)
+        if not relation.row_count_is_free or relation.text_only or found is None:
+            return None
+        newest = exp.func("max", column(self.timestamp_field))
+        if found in _ZONED_TYPES:
+            return _since_epoch(newest, zoned=True)
+        if _TIMESTAMP_TYPES.match(found):
+            return _since_epoch(exp.cast(newest, "TIMESTAMP"), zoned=False)
+        return None
 
     def bound_from(self, relation: Relation) -> dict[str, Any]:
         """The time it is judged as of, and (without ``timestamp_field``) the last update

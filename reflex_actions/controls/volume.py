@@ -87,13 +87,16 @@ class VolumeControl(Control):
         }
         if relation.recorded is not None:
             bound["recorded_row_count"] = relation.recorded.row_count
+        elif relation.footer_rows is not None:
+            bound["footer_rows"] = relation.footer_rows
         return bound
 
     def compile(self, relation: Relation, sample_size: int = 5) -> ControlQuery:
-        """One count (the snapshot's, or the one its profile records, bound: no data read);
-        the bounds are computed from the spec and the earlier counts, and bound. The counts
-        row carries the judgement as its measures (the count, the earlier counts' median, the
-        bounds and the rule that set them): a failing run's sample."""
+        """One count (the snapshot's; the one its profile records, or its footer's when the
+        engine read it ahead, bound: no data read); the bounds are computed from the spec and
+        the earlier counts, and bound. The counts row carries the judgement as its measures
+        (the count, the earlier counts' median, the bounds and the rule that set them): a
+        failing run's sample."""
         params = self.bound_from(relation)
         if relation.recorded is not None:  # the profile's count: no data read
             if relation.recorded.row_count is None:
@@ -101,6 +104,8 @@ class VolumeControl(Control):
                     "DataHub records no row count (datasetProfile.rowCount) for this dataset"
                 )
             row_count: exp.Expression = param("recorded_row_count")
+        elif relation.footer_rows is not None:  # the footer's count, as a scan counts rows
+            row_count = param("footer_rows")
         else:
             row_count = exp.func("count", exp.Star())
         counted = exp.select(
@@ -110,7 +115,7 @@ class VolumeControl(Control):
             exp.cast(param("upper_bound"), "BIGINT").as_("upper_bound"),
             exp.cast(param("rule"), "VARCHAR").as_("rule"),
         )
-        if relation.recorded is None:
+        if relation.recorded is None and relation.footer_rows is None:
             counted = counted.from_(SNAPSHOT)
         count, lower_bound, upper_bound = (
             exp.column(name) for name in ("row_count", "lower_bound", "upper_bound")

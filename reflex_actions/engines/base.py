@@ -200,10 +200,11 @@ class Engine(ABC):
         (a cursor on one DuckDB database, a connection to one server)."""
         return self
 
-    def reading_ahead(self, targets: Sequence[Target]) -> Engine:
+    def reading_ahead(self, targets: Sequence[Target], types: bool = True) -> Engine:
         """This engine, knowing ahead what it can learn of ``targets`` at once (the DuckDB
-        engine: a history's Parquet schemas and row counts from one read of their footers);
-        itself for an engine that learns nothing so."""
+        engine: a history's Parquet schemas and row counts from one read of their footers;
+        their row counts alone unless ``types``); itself for an engine that learns nothing
+        so."""
         return self
 
     def close(self) -> None:  # noqa: B027 - most engines hold nothing to release
@@ -222,7 +223,16 @@ class Engine(ABC):
         return self.judged(control, relation, query, self.counts(relation, query))
 
     def counts(self, relation: Relation, query: RenderedControl) -> tuple[Any, ...]:
-        """The one row ``query``'s counts give on ``relation``."""
+        """The one row ``query``'s counts give on ``relation``: its ``settled`` query's row
+        when it gives one (no row read), else its counts query's."""
+        if query.settled is not None:
+            rows = self.fetch(query.settled.sql, query.settled.bind(relation, query.params))
+            if len(rows) == 1:
+                return rows[0]
+            if rows:
+                raise SnapshotUnreadableError(
+                    f"a control's settled counts returned {len(rows)} rows, not 0 or 1"
+                )
         rows = self.fetch(query.counts.sql, query.counts.bind(relation, query.params))
         if len(rows) != 1:
             raise SnapshotUnreadableError(f"a control's counts returned {len(rows)} rows, not 1")

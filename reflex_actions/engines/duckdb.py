@@ -71,9 +71,11 @@ class DuckDBEngine(Engine):
             types = snapshot.check_columns(self.connection, needed_columns(target, required))
             return partition_of(snapshot.relation(parameter, types), target, parameter)
         snapshot, footer = found
-        types = snapshot.check_columns(
-            self.connection, needed_columns(target, required), footer.types
-        )
+        needed = needed_columns(target, required)
+        if footer.types is None and not needed:  # its types not read ahead: none needed
+            types: dict[str, str] = {}
+        else:
+            types = snapshot.check_columns(self.connection, needed, footer.types)
         relation = snapshot.relation(parameter, types, footer.rows)
         return partition_of(relation, target, parameter)
 
@@ -109,10 +111,11 @@ class DuckDBEngine(Engine):
         worker._known = self._known
         return worker
 
-    def reading_ahead(self, targets: Sequence[Target]) -> DuckDBEngine:
-        """This engine knowing the column types and row counts of the whole Parquet files
-        among ``targets`` from one read of their footers (``read_ahead``), not one DESCRIBE
-        and one count each."""
+    def reading_ahead(self, targets: Sequence[Target], types: bool = True) -> DuckDBEngine:
+        """This engine knowing the column types (unless not ``types``: a control judged on a
+        row count alone reads none) and row counts of the whole Parquet files among
+        ``targets`` from one read of their footers (``read_ahead``), not one DESCRIBE and one
+        count each."""
         files = {
             target.path: SnapshotFile(target.path, "parquet")
             for target in targets
@@ -120,7 +123,7 @@ class DuckDBEngine(Engine):
             and FORMATS_BY_SUFFIX.get(target.path.suffix.lower()) == "parquet"
             and target.path.is_file()
         }
-        footers = read_ahead(self.connection, list(files.values()))
+        footers = read_ahead(self.connection, list(files.values()), types)
         ahead = copy.copy(self)  # of the same class, on the same connection
         ahead._owned, ahead._registered = False, {}
         # each file found and resolved once here, not again for each point reading it

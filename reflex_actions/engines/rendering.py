@@ -57,6 +57,9 @@ class RenderedControl:
     sample_is_measures: bool = False
     sample_counted: bool = False
     sample_totals: bool = False
+    #: the counts row from what the reader knows without reading the rows, or no row: then
+    #: ``counts`` runs (``ControlQuery.settled``)
+    settled: RenderedQuery | None = None
 
 
 #: The row of bound values a batched query reads in place of its parameters.
@@ -73,6 +76,9 @@ class BatchedCounts:
     #: the counts query reading the ``BATCH_ROW`` row's columns in place of its parameters
     lateral: str
     names: tuple[str, ...]
+    #: whether it reads a table (the sources it does not read are left out): one that reads
+    #: none (a count a footer or DataHub gave, bound) judges any number of relations at once
+    reads_tables: bool = True
 
     def sql(self, rows: int) -> str:
         """The query over ``rows`` rows of bound values, its result rows in their order, each
@@ -107,7 +113,8 @@ def batched(counts: RenderedQuery, dialect: str) -> BatchedCounts:
     if found is None:
         from reflex_actions.sql import exp, parse
 
-        names = tuple(sorted(counts.names))
+        tree = _without_unread_sources(parse(counts.sql, dialect))
+        names = tuple(sorted({node.name for node in tree.find_all(exp.Placeholder)} & counts.names))
         if not all(name.isidentifier() for name in names):
             raise ValueError(f"a query binds a value under an odd name: {names}")
 
@@ -116,13 +123,39 @@ def batched(counts: RenderedQuery, dialect: str) -> BatchedCounts:
                 return exp.column(f"p_{node.name}", table=BATCH_ROW, quoted=True)
             return node
 
-        tree = parse(counts.sql, dialect).transform(read_from_row)
-        found = BatchedCounts(tree.sql(dialect=dialect), names)
+        reads_tables = any(True for _ in tree.find_all(exp.Table))
+        tree = tree.transform(read_from_row)
+        found = BatchedCounts(tree.sql(dialect=dialect), names, reads_tables)
         with _RENDERED_LOCK:
             if len(_BATCHED) >= MAX_RENDERED:
                 _BATCHED.clear()
             _BATCHED[key] = found
     return found
+
+
+def _without_unread_sources(tree: exp.Expression) -> exp.Expression:
+    """``tree`` without the common table expressions it never reads (a count bound in place
+    of the snapshot's leaves its source unread)."""
+    from reflex_actions.sql import exp
+
+    own = tree.args.get("with_")
+    if own is None:
+        return tree
+    ctes = {cte.alias_or_name: cte for cte in own.expressions}
+    body = tree.copy()
+    body.set("with_", None)
+    read = {table.name for table in body.find_all(exp.Table)}
+    pending = list(read & ctes.keys())
+    while pending:
+        for table in ctes[pending.pop()].find_all(exp.Table):
+            if table.name in ctes and table.name not in read:
+                read.add(table.name)
+                pending.append(table.name)
+    kept = [cte for name, cte in ctes.items() if name in read]
+    if len(kept) == len(ctes):
+        return tree
+    tree.set("with_", exp.With(expressions=kept) if kept else None)
+    return tree
 
 
 #: Rendered controls by control, dialect and the shape of what they read.
@@ -175,6 +208,9 @@ def _compiled(
         sample_is_measures=query.sample_is_measures,
         sample_counted=query.sample_counted,
         sample_totals=query.sample_totals,
+        settled=None
+        if query.settled is None
+        else _rendered(query.settled, relation, query, dialect),
     )
 
 
@@ -201,6 +237,7 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
         if recorded is None
         else (recorded.row_count is None, recorded.last_updated_ms is None, recorded.columns),
         relation.row_count_is_free,
+        relation.footer_rows is not None,
         None if relation.reference is None else _shape(relation.reference, dialect),
     )
 
@@ -208,7 +245,7 @@ def _shape(relation: Relation, dialect: str) -> tuple[Any, ...]:
 #: The store rendered controls are kept in between processes (None: kept in memory only).
 _STORE: list[RenderedStore | None] = [None]
 #: The layout of a stored entry: a change of it makes every older entry a miss.
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 #: The largest entry read back (a control's two queries are a few kilobytes).
 MAX_ENTRY_BYTES = 1 << 20
 
@@ -345,6 +382,7 @@ def _as_json(found: RenderedControl) -> dict[str, Any]:
         "sample_is_measures": found.sample_is_measures,
         "sample_counted": found.sample_counted,
         "sample_totals": found.sample_totals,
+        "settled": query(found.settled),
     }
 
 
@@ -370,6 +408,7 @@ def _entry(data: Any) -> RenderedControl | None:
         sample_is_measures=flags[0],
         sample_counted=flags[1],
         sample_totals=flags[2],
+        settled=None if data["settled"] is None else query(data["settled"]),
     )
 
 

@@ -266,6 +266,13 @@ def test_the_memory_limit_and_spill_folder_hold_on_every_connection(
         settings.add(con.fetch(query, {})[0])
 
     recorded_judge(monkeypatch, before=read_settings)
+    in_batches = engine._judged_in_batches
+
+    def batched_reading_settings(con: Engine, *rest: Any) -> Any:
+        read_settings(con, None)  # a volume control's points judged at once, on this one
+        return in_batches(con, *rest)
+
+    monkeypatch.setattr(engine, "_judged_in_batches", batched_reading_settings)
     backtest(parse_control_spec(spec), [history], memory_limit="123MB", workers=3)
     expected_limit = (
         duckdb.connect(config={"memory_limit": "123MB"})
@@ -279,13 +286,18 @@ def test_the_memory_limit_and_spill_folder_hold_on_every_connection(
     assert not Path(spill_dir).exists()  # removed after the backtest
 
 
+@pytest.mark.parametrize("at_once", [True, False], ids=["footer counts at once", "one by one"])
 def test_a_volume_control_is_judged_in_order_against_earlier_counts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_once: bool
 ) -> None:
+    """Judged on its footers' counts, every point in one query; else one point after another
+    (the same report either way)."""
     history = txn_history(tmp_path / "payments", 6)
+    if not at_once:
+        monkeypatch.setattr(engine, "_judged_in_batches", lambda *args: None)
     seen = recorded_judge(monkeypatch)
     report = backtest(parse_control_spec({"type": "volume", "max_drop": 0.5}), [history], workers=3)
-    assert seen["most"] == 1
+    assert seen["most"] == (0 if at_once else 1)
     assert as_judged(report) == expected_by_run_control(
         parse_control_spec({"type": "volume", "max_drop": 0.5}), history, {}
     )

@@ -15,7 +15,6 @@ from reflex_actions.backtest.engine import embedded_engine
 from reflex_actions.backtest.metrics import BacktestReport
 from reflex_actions.controls.not_null import NotNullControl
 from reflex_actions.controls.values import ValueRangeControl
-from reflex_actions.controls.volume import VolumeControl
 from reflex_actions.engines.duckdb import DuckDBEngine
 from reflex_actions.snapshots import SnapshotFile
 from tests.conformance.dialect_rendering import RecordingEngine as QueryRecorder
@@ -64,7 +63,7 @@ def outcomes(report: BacktestReport) -> list[dict[str, Any]]:
 
 def each_file_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing read ahead: every file described on its own, as before issue 27."""
-    monkeypatch.setattr(DuckDBEngine, "reading_ahead", lambda self, targets: self)
+    monkeypatch.setattr(DuckDBEngine, "reading_ahead", lambda self, targets, types=True: self)
 
 
 @pytest.mark.parametrize("control", [NOT_NULL, IN_RANGE], ids=["not_null", "value_range"])
@@ -144,14 +143,14 @@ class RecordingEngine(QueryRecorder):
 
 @pytest.mark.parametrize(
     ("control", "failing", "extra"),
-    [(NOT_NULL, 3, 3), (VolumeControl(min_rows=20), 1, 0), (IN_RANGE, 1, 0)],
-    ids=["not_null", "volume", "value_range"],
+    [(NOT_NULL, 3, 3), (IN_RANGE, 1, 0)],
+    ids=["not_null", "value_range"],
 )
 def test_one_query_a_snapshot_but_the_sample_of_a_failing_one(
     history: Path, control: Any, failing: int, extra: int
 ) -> None:
     """A passing snapshot costs one query (its schema read ahead), a failing one its sample
-    too (a control whose sample is its measures: none). A control whose sample carries its
+    too. A control whose sample carries its
     violations runs that alone, pass or fail: the footer read ahead gives its row count (the
     CSV day, no footer, counts rows and violations in one query)."""
     engine = RecordingEngine()
