@@ -9,24 +9,17 @@ from collections.abc import Sequence
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
-    StructuredPropertiesClass,
-    StructuredPropertyValueAssignmentClass,
 )
 from datahub_actions.event.event_envelope import EventEnvelope
 
 from reflex_actions.action.reflex_action import ReflexAction
-from reflex_actions.catalog.steward import acting_as
 from reflex_actions.config import ReflexConfig
-from reflex_actions.controls import parse_control_spec
-from reflex_actions.handlers.assertions import assertion_mcp
-from reflex_actions.handlers.lesson_store import lesson_term_mcp
 from reflex_actions.handlers.scheduled import SLICE_DATASETS
-from reflex_actions.lessons.model import ApprovedVersion, LessonState
 from reflex_actions.times import now_ms
-from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS, SCOPE
+from reflex_actions.vocabulary import APPROVAL, ROOT_CAUSE_STATUS, SCOPE
 from tests.action.events import lesson_properties_event
 from tests.catalog.memory_catalog import MemoryCatalog
-from tests.handlers.builders import INTRUDER, LESSON, PAYMENTS, REFLEX, lesson, pending_lesson, seed
+from tests.handlers.builders import INTRUDER, LESSON, PAYMENTS, pending_lesson, published_on, seed
 
 SWEPT = "urn:li:glossaryTerm:reflex.lesson.swept"
 FRESHNESS = {"type": "freshness", "max_age": "26h"}
@@ -56,25 +49,7 @@ def _run_events(catalog: MemoryCatalog) -> int:
 def _covered_estate(catalog: MemoryCatalog) -> None:
     """A freshness lesson in force on every dataset (none of them has an update recorded:
     each sweep judges, and fails, every one), and a lesson waiting for approval."""
-    control = parse_control_spec(FRESHNESS)
-    swept = lesson(
-        urn=SWEPT,
-        control=FRESHNESS,
-        state=LessonState.PUBLISHED,
-        published_scope=DATASETS,
-        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
-        approved=ApprovedVersion(
-            control=FRESHNESS, scope=DATASETS, actor=INTRUDER, at=1,
-            digest=ApprovedVersion.digest_of(FRESHNESS, DATASETS),
-        ),
-    )  # fmt: skip
-    coverage = StructuredPropertiesClass(
-        properties=[StructuredPropertyValueAssignmentClass(propertyUrn=COVERAGE, values=[SWEPT])]
-    )
-    for dataset in DATASETS:
-        seed(catalog, assertion_mcp(swept, dataset, control, REFLEX))
-        seed(catalog, acting_as(REFLEX, dataset, coverage))
-    seed(catalog, lesson_term_mcp(swept, "swept", REFLEX))
+    seed(catalog, *published_on(SWEPT, FRESHNESS, DATASETS))
     pending_lesson(catalog)
 
 

@@ -307,3 +307,26 @@ def published_versions(count: int, **changes: object) -> Lesson:
         **changes,
     }
     return lesson(**fields)
+
+
+def published_on(urn: str, control: dict[str, Any], datasets: list[str]) -> list[Any]:
+    """A lesson in force on ``datasets`` as publishing leaves it: an assertion and the
+    ``reflex.coverage`` property on each, and the lesson's term (the MCPs to write)."""
+    compiled = parse_control_spec(control)
+    published = lesson(
+        urn=urn,
+        control=control,
+        state=LessonState.PUBLISHED,
+        published_scope=datasets,
+        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
+        approved=ApprovedVersion(
+            control=control, scope=datasets, actor=INTRUDER, at=1,
+            digest=ApprovedVersion.digest_of(control, datasets),
+        ),
+    )  # fmt: skip
+    coverage = properties({COVERAGE: [urn]})
+    return [
+        *(assertion_mcp(published, dataset, compiled, REFLEX) for dataset in datasets),
+        *(acting_as(REFLEX, dataset, coverage) for dataset in datasets),
+        lesson_term_mcp(published, urn.rsplit(".", 1)[-1], REFLEX),
+    ]

@@ -12,23 +12,20 @@ from datahub.metadata.schema_classes import (
     OperationClass,
     OperationTypeClass,
     StructuredPropertiesClass,
-    StructuredPropertyValueAssignmentClass,
 )
 
 from reflex_actions.catalog.lite import LiteCatalog
 from reflex_actions.catalog.steward import acting_as
 from reflex_actions.config import ReflexConfig
-from reflex_actions.controls import parse_control_spec
-from reflex_actions.handlers.assertions import assertion_mcp, assertion_urn
+from reflex_actions.handlers.assertions import assertion_urn
 from reflex_actions.handlers.context import HandlerContext
 from reflex_actions.handlers.directives import Emit, SaveLesson
-from reflex_actions.handlers.lesson_store import lesson_term_mcp, load_lesson
+from reflex_actions.handlers.lesson_store import load_lesson
 from reflex_actions.handlers.scheduled import _in_one_write, on_schedule
-from reflex_actions.lessons.model import ApprovedVersion, LessonState
 from reflex_actions.times import now_ms
-from reflex_actions.vocabulary import APPROVAL, COVERAGE, ROOT_CAUSE_STATUS
+from reflex_actions.vocabulary import COVERAGE
 from tests.catalog.memory_catalog import MemoryCatalog
-from tests.handlers.builders import INTRUDER, REFLEX, lesson
+from tests.handlers.builders import REFLEX, published_on
 
 SWEPT = "urn:li:glossaryTerm:reflex.lesson.swept"
 FRESHNESS = {"type": "freshness", "max_age": "26h"}
@@ -53,26 +50,9 @@ class Counted(LiteCatalog):
 def _estate(catalog: LiteCatalog) -> None:
     """A freshness lesson in force on 12 datasets, each last updated three days ago: the
     sweep fails each one (incident B) in one slice."""
-    control = parse_control_spec(FRESHNESS)
-    swept = lesson(
-        urn=SWEPT,
-        control=FRESHNESS,
-        state=LessonState.PUBLISHED,
-        published_scope=DATASETS,
-        gate_values={ROOT_CAUSE_STATUS: "CONFIRMED", APPROVAL: "APPROVED"},
-        approved=ApprovedVersion(
-            control=FRESHNESS, scope=DATASETS, actor=INTRUDER, at=1,
-            digest=ApprovedVersion.digest_of(FRESHNESS, DATASETS),
-        ),
-    )  # fmt: skip
-    coverage = StructuredPropertiesClass(
-        properties=[StructuredPropertyValueAssignmentClass(propertyUrn=COVERAGE, values=[SWEPT])]
-    )
     catalog.emit(
         [
-            *(assertion_mcp(swept, dataset, control, REFLEX) for dataset in DATASETS),
-            *(acting_as(REFLEX, dataset, coverage) for dataset in DATASETS),
-            lesson_term_mcp(swept, "swept", REFLEX),
+            *published_on(SWEPT, FRESHNESS, DATASETS),
             *(
                 acting_as(
                     "urn:li:corpuser:loader",

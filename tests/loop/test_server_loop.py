@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,9 +159,10 @@ class ServerLoop:
     demo: ServerDemo
 
 
-@pytest.fixture(scope="module")
-def server_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoop]:
-    workdir = tmp_path_factory.mktemp("server-loop") / "demo"
+@contextmanager
+def _server_demo(workdir: Path) -> Iterator[ServerDemo]:
+    """The demo's estate loaded into a fresh fake GMS, and Reflex beside it; at the end, no
+    call the fake does not model was made."""
     workdir.mkdir()
     generate_histories(workdir / "snapshots")
     with FakeGmsServer(
@@ -169,13 +171,21 @@ def server_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoop
         metadata_service_auth=True,
     ) as fake:
         demo = ServerDemo(workdir, say=lambda _: None, fake=fake)
-        demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
-        demo.react()
+        try:
+            demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
+            demo.react()
+            yield demo
+        finally:
+            demo.action.close()
+            demo.catalog.close()
+        assert not fake.unserved, f"calls the fake GMS does not model: {fake.unserved}"
+
+
+@pytest.fixture(scope="module")
+def server_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoop]:
+    with _server_demo(tmp_path_factory.mktemp("server-loop") / "demo") as demo:
         closed = (_duplicates(demo), _ownership(demo))
         yield ServerLoop(closed, demo.delivered, demo)
-        demo.action.close()
-        demo.catalog.close()
-        assert not fake.unserved, f"calls the fake GMS does not model: {fake.unserved}"
 
 
 def test_both_scenarios_close_the_loop_over_the_server(server_loop: ServerLoop) -> None:
@@ -233,33 +243,19 @@ def test_a_scope_rule_is_published_over_the_server_where_the_search_finds_it(
     """A published lesson's scope edited to a rule, approved: the rule is expanded by
     DataHub's search (``ServerCatalog``), published in slices through GMS, and each dataset
     believed by the assertion Reflex's token wrote there."""
-    workdir = tmp_path / "demo"
-    workdir.mkdir()
-    generate_histories(workdir / "snapshots")
-    with FakeGmsServer(
-        tokens={_token(actor): actor for actor in ACTORS},
-        system_client=SYSTEM_CLIENT,
-        metadata_service_auth=True,
-    ) as fake:
-        demo = ServerDemo(workdir, say=lambda _: None, fake=fake)
-        try:
-            demo.catalog.emit([*bootstrap_mcps(), *estate_mcps()])
-            demo.react()
-            assert _duplicates(demo)
-            lesson_urn = lesson_urn_for(PAYMENTS_INCIDENT)
-            rule = {SCOPE: [], SCOPE_RULE: ["{field: transaction_id}"]}
-            demo.catalog.set_structured_properties(lesson_urn, rule, STEWARD)
-            demo.react()
-            demo.steward_sets(lesson_urn, APPROVAL, "APPROVED")
-            demo.action.close()  # the worker carries the rollout to its end first
+    with _server_demo(tmp_path / "demo") as demo:
+        assert _duplicates(demo)
+        lesson_urn = lesson_urn_for(PAYMENTS_INCIDENT)
+        rule = {SCOPE: [], SCOPE_RULE: ["{field: transaction_id}"]}
+        demo.catalog.set_structured_properties(lesson_urn, rule, STEWARD)
+        demo.react()
+        demo.steward_sets(lesson_urn, APPROVAL, "APPROVED")
+        demo.action.close()  # the worker carries the rollout to its end first
 
-            lesson = demo.lesson(PAYMENTS_INCIDENT)
-            assert lesson.rollout is None and lesson.approved is not None
-            assert lesson.approved.scope_rule is not None
-            matching = demo.catalog.datasets_by_field("transaction_id")
-            reader = HandlerContext(demo.catalog.of(None), demo.action.context.config)
-            covered = [urn for urn in matching if reader.published_lessons(urn) == [lesson]]
-            assert len(covered) == lesson.published_count == len(matching) - 1  # chargebacks
-        finally:
-            demo.catalog.close()
-        assert not fake.unserved, f"calls the fake GMS does not model: {fake.unserved}"
+        lesson = demo.lesson(PAYMENTS_INCIDENT)
+        assert lesson.rollout is None and lesson.approved is not None
+        assert lesson.approved.scope_rule is not None
+        matching = demo.catalog.datasets_by_field("transaction_id")
+        reader = HandlerContext(demo.catalog.of(None), demo.action.context.config)
+        covered = [urn for urn in matching if reader.published_lessons(urn) == [lesson]]
+        assert len(covered) == lesson.published_count == len(matching) - 1  # chargebacks
