@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from reflex_actions.backtest import backtest, load_history
-from reflex_actions.backtest.history import HistoryError
+from reflex_actions.backtest.history import HistoryError, LearningSplit
+from reflex_actions.backtest.metrics import (
+    BacktestReport,
+    Coverage,
+    DatasetBacktest,
+    Scores,
+    SnapshotOutcome,
+    in_sample_ids,
+    learning_split_scores,
+)
 from reflex_actions.controls.active_ownership import ActiveOwnershipControl
 from reflex_actions.controls.uniqueness import UniquenessControl
 from tests.conftest import write_snapshot
@@ -182,3 +191,110 @@ def test_ownership_control_on_the_ownership_history() -> None:
     first = next(o for o in report.per_snapshot if o.flagged)
     assert first.incident == "urn:li:incident:reflex-demo-orphaned-ownership"
     assert all(item["active_owners"] == 0 for item in first.sample)
+
+
+# --- the metrics on hand-made outcomes (issue 28 item 9) ----------------------------------------
+
+
+def _outcome(dataset: str, snapshot_id: str, verdict: str) -> SnapshotOutcome:
+    evaluable = verdict != "not_evaluable"
+    return SnapshotOutcome(
+        dataset=dataset,
+        snapshot_id=snapshot_id,
+        path=f"{dataset}/{snapshot_id}.parquet",
+        labelled_failure=verdict in ("true_positive", "false_negative", "not_evaluable"),
+        evaluable=evaluable,
+        flagged=verdict in ("true_positive", "false_positive") if evaluable else None,
+        verdict=verdict,  # type: ignore[arg-type]
+    )
+
+
+def test_a_verdict_is_the_flag_against_the_label() -> None:
+    assert SnapshotOutcome.verdict_for(flagged=True, labelled_failure=True) == "true_positive"
+    assert SnapshotOutcome.verdict_for(flagged=True, labelled_failure=False) == "false_positive"
+    assert SnapshotOutcome.verdict_for(flagged=False, labelled_failure=True) == "false_negative"
+    assert SnapshotOutcome.verdict_for(flagged=False, labelled_failure=False) == "true_negative"
+
+
+def test_scores_count_each_verdict_and_round_precision_and_recall() -> None:
+    verdicts = ["true_positive"] * 2 + ["false_positive"] + ["true_negative"] * 4
+    verdicts += ["false_negative"] * 5 + ["not_evaluable"] * 3
+    outcomes = [_outcome("a", f"s{i}", v) for i, v in enumerate(verdicts)]
+    scores = Scores.model_validate(
+        Scores.compute(outcomes, candidate_assets=3, applicable_assets=2)
+    )
+    counts = (scores.true_positives, scores.false_positives, scores.true_negatives,
+              scores.false_negatives, scores.not_evaluable)  # fmt: skip
+    assert counts == (2, 1, 4, 5, 3)
+    assert (scores.precision, scores.recall, scores.undefined) == (0.6667, 0.2857, {})
+    assert scores.coverage == Coverage(
+        candidate_assets=3,
+        applicable_assets=2,
+        snapshots=15,
+        evaluable_snapshots=12,
+        labelled_failures=10,
+        visible_labelled_failures=7,
+    )
+
+
+def test_a_metric_with_nothing_to_count_is_undefined_with_its_reason() -> None:
+    nothing_flagged = Scores.compute([_outcome("a", "s1", "false_negative")], 1, 1)
+    assert (nothing_flagged["precision"], nothing_flagged["recall"]) == (None, 0.0)
+    assert nothing_flagged["undefined"] == {"precision": "nothing was flagged"}
+    no_failure = Scores.compute([_outcome("a", "s1", "false_positive")], 1, 1)
+    assert (no_failure["precision"], no_failure["recall"]) == (0.0, None)
+    assert no_failure["undefined"] == {
+        "recall": "no labelled failure among the evaluable snapshots"
+    }
+    perfect = Scores.compute([_outcome("a", "s1", "true_positive")], 1, 1)
+    assert (perfect["precision"], perfect["recall"], perfect["undefined"]) == (1.0, 1.0, {})
+
+
+def _dataset(name: str, applicable: bool, outcomes: list[SnapshotOutcome]) -> DatasetBacktest:
+    return DatasetBacktest(
+        **Scores.compute(outcomes, 1, int(applicable)),
+        dataset=name,
+        history=name,
+        applicable=applicable,
+        elapsed_ms=1.0,
+    )
+
+
+def test_a_report_scores_the_histories_asked_for_alone() -> None:
+    a = [_outcome("a", "s1", "true_positive"), _outcome("a", "s2", "false_positive")]
+    b = [_outcome("b", "s1", "false_negative")]
+    c = [_outcome("c", "s1", "true_negative")]
+    report = BacktestReport(
+        **Scores.compute([*a, *b, *c], 3, 2),
+        control_type="uniqueness",
+        control="t",
+        spec={},
+        datasets=[_dataset("a", True, a), _dataset("b", True, b), _dataset("c", False, c)],
+        per_snapshot=[*a, *b, *c],
+        elapsed_ms=1.0,
+    )
+    assert report.outcomes_for("a") == a and report.outcomes_for("z") == []
+    scoped = report.scores_on({"a", "c"})
+    assert (scoped.true_positives, scoped.false_positives, scoped.false_negatives) == (1, 1, 0)
+    assert (scoped.coverage.candidate_assets, scoped.coverage.applicable_assets) == (2, 1)
+    assert scoped.coverage.snapshots == 3 and scoped.precision == 0.5
+
+
+def test_the_learning_split_scores_in_sample_and_held_out_apart() -> None:
+    learned = LearningSplit(dataset="a", normal=["s1"], failures=["s2"], held_out=["s3"])
+    assert in_sample_ids(learned) == {("a", "s1"), ("a", "s2")}
+    outcomes = [
+        _outcome("a", "s1", "true_negative"),
+        _outcome("a", "s2", "true_positive"),
+        _outcome("a", "s3", "false_positive"),
+        _outcome("b", "s1", "not_evaluable"),  # another dataset's s1 is held out
+        _outcome("c", "s1", "false_negative"),
+    ]
+    split = learning_split_scores(outcomes, learned)
+    assert (split.in_sample.true_positives, split.in_sample.true_negatives) == (1, 1)
+    assert split.in_sample.coverage.snapshots == 2
+    assert (split.in_sample.coverage.candidate_assets,
+            split.in_sample.coverage.applicable_assets) == (1, 1)  # fmt: skip
+    held_out = split.held_out
+    assert (held_out.false_positives, held_out.false_negatives, held_out.not_evaluable) == (1, 1, 1)
+    assert (held_out.coverage.candidate_assets, held_out.coverage.applicable_assets) == (3, 2)

@@ -4,6 +4,9 @@ dataset (``on_dataset_properties``); anyone else's approval is reverted and refu
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from datahub.metadata.schema_classes import (
     AssertionRunEventClass,
     AuditStampClass,
@@ -157,7 +160,9 @@ def test_a_non_approvers_approval_is_reverted_to_pending_and_refused() -> None:
     revert, noted = ctx.out.directives
     assert revert == SetProperties(PAYMENTS, {OWNERSHIP_CHANGE_APPROVAL: ["PENDING"]})
     assert isinstance(noted, SaveLesson)
-    assert noted.lesson.decisions[-1].decision.endswith("refused")
+    assert noted.lesson.decisions[-1].decision == (
+        "ownership change approval on finance.payments refused"
+    )
     assert "is not an approver" in noted.lesson.decisions[-1].detail
     assert PAYMENTS in noted.lesson.ownership_proposals  # still waiting for an approver
 
@@ -215,3 +220,14 @@ def test_an_approvers_rejection_drops_the_proposal_adds_no_owner_and_says_so() -
     assert owners is not None and [o.owner for o in owners.owners] == [BOB]
     info = catalog.get_aspect(incident, IncidentInfoClass)
     assert info is not None and info.status.state != IncidentStateClass.RESOLVED
+
+
+def test_an_approval_where_no_owner_change_is_pending_decides_nothing_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    catalog = MemoryCatalog()
+    ctx = context(catalog)
+    with caplog.at_level(logging.INFO, logger="reflex_actions.handlers.gates"):
+        on_dataset_properties(ownership_decision(STEWARD), ctx)
+    assert ctx.out.directives == []
+    assert f"APPROVED on {PAYMENTS}, but no owner change is pending there" in caplog.text

@@ -9,11 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
-from datahub.metadata.schema_classes import AssertionRunEventClass, OperationClass
+from datahub.metadata.schema_classes import (
+    AssertionRunEventClass,
+    OperationClass,
+    PartitionSpecClass,
+)
 
 from reflex_actions.backtest.engine import backtest
-from reflex_actions.backtest.history import load_history
+from reflex_actions.backtest.history import History, load_history
 from reflex_actions.config import HistoriesConfig, LandingConfig
+from reflex_actions.controls import parse_control_spec
 from reflex_actions.controls.uniqueness import UniquenessControl
 from reflex_actions.demo.estate import dataset_urn
 from reflex_actions.demo.history import LANDING_FOLDER, PAYMENTS_INCIDENT
@@ -21,8 +26,9 @@ from reflex_actions.demo.run import Demo
 from reflex_actions.errors import SnapshotUnreadableError
 from reflex_actions.executor import run_control
 from reflex_actions.handlers.assertions import assertion_urn
-from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot
+from reflex_actions.handlers.landing import SnapshotRefused, locate_snapshot, parent_snapshot
 from reflex_actions.handlers.lesson_store import lesson_urn_for
+from reflex_actions.snapshots import SnapshotFile
 from tests.cli.test_control_cli import invoke
 from tests.conftest import write_snapshot
 from tests.loop.store import history, incidents_b, land, store_of
@@ -176,3 +182,116 @@ def test_a_template_is_refused_at_load_naming_the_field(template: str, problem: 
     with pytest.raises(ValueError, match=re.escape("it fills {name}, {platform}, each")):
         HistoriesConfig(folder="{platform}/{snapshot_id}")
     assert LandingConfig(locator="{platform}/{name}/{snapshot_id}.parquet").locator
+
+
+# --- where a landing is, and the parent it is checked against (issue 28 item 9) ----------------
+
+PARENT = "urn:li:dataset:(urn:li:dataPlatform:s3,shop.ledger,PROD)"
+CHILD = "urn:li:dataset:(urn:li:dataPlatform:s3,shop.orders,PROD)"
+REFERENCING = parse_control_spec(
+    {
+        "type": "referential_integrity",
+        "field": "transaction_id",
+        "references": {"dataset": PARENT, "field": "transaction_id"},
+    }
+)
+
+
+def _landed(properties: dict[str, str], partition: str | None = None) -> OperationClass:
+    return OperationClass(
+        timestampMillis=1,
+        lastUpdatedTimestamp=1,
+        operationType="INSERT",
+        customProperties=properties,
+        partitionSpec=PartitionSpecClass(partition=partition) if partition else None,
+    )
+
+
+def _locating(tmp_path: Path) -> LandingConfig:
+    return LandingConfig(
+        allowed_roots=[tmp_path], locator=f"{tmp_path}/{{name}}/{{snapshot_id}}.csv"
+    )
+
+
+def test_the_locator_finds_a_landing_by_its_snapshot_id(tmp_path: Path) -> None:
+    landing = _locating(tmp_path)
+    expected = (tmp_path / "shop.orders" / "2026-10-02.csv").resolve()
+    by_id = locate_snapshot(_landed({"snapshot_id": "2026-10-02"}), CHILD, landing)
+    assert by_id == (expected, "2026-10-02")
+    by_partition = locate_snapshot(_landed({}, partition="2026-10-02"), CHILD, landing)
+    assert by_partition == (expected, "2026-10-02")
+    named = locate_snapshot(
+        _landed({"snapshot_id": "2026-10-02"}, partition="2026-10-09"), CHILD, landing
+    )
+    assert named == (expected, "2026-10-02")  # the id named wins over the partition
+
+
+def test_a_whole_table_landing_with_no_path_nor_id_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SnapshotRefused, match="names no snapshot"):
+        locate_snapshot(_landed({}, partition="FULL_TABLE_SNAPSHOT"), CHILD, _locating(tmp_path))
+    with pytest.raises(SnapshotRefused, match="no landing locator is configured"):
+        locate_snapshot(
+            _landed({"snapshot_id": "2026-10-02"}), CHILD, LandingConfig(allowed_roots=[tmp_path])
+        )
+
+
+def test_the_locator_refuses_an_urn_that_is_not_a_dataset_s(tmp_path: Path) -> None:
+    with pytest.raises(SnapshotRefused, match="is not a dataset urn: no landing locator"):
+        locate_snapshot(_landed({"snapshot_id": "x"}), "urn:li:chart:(a,b)", _locating(tmp_path))
+
+
+def test_a_located_landing_outside_the_allowed_roots_is_refused(tmp_path: Path) -> None:
+    landing = LandingConfig(allowed_roots=[tmp_path / "in"], locator=f"{tmp_path}/{{name}}.csv")
+    with pytest.raises(SnapshotRefused, match="outside the allowed roots"):
+        locate_snapshot(_landed({"snapshot_id": "x"}), CHILD, landing)
+
+
+def _no_history(dataset: str) -> None:
+    raise AssertionError(f"the parent's landing was there: no history of {dataset} is read")
+
+
+def test_a_control_that_references_nothing_has_no_parent(tmp_path: Path) -> None:
+    assert parent_snapshot(TXN, "2026-10-02", _locating(tmp_path), _no_history) is None
+
+
+def test_the_parent_is_its_landing_with_the_same_snapshot_id(tmp_path: Path) -> None:
+    landed = write_snapshot(tmp_path / "shop.ledger" / "2026-10-02.csv", CLEAN)
+    parent = parent_snapshot(REFERENCING, "2026-10-02", _locating(tmp_path), _no_history)
+    assert parent is not None and parent.chosen == "the same snapshot id"
+    assert isinstance(parent.file, SnapshotFile) and parent.file.path == landed.resolve()
+
+
+def test_without_its_landing_the_parent_is_its_history_s_latest_snapshot_before(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "history"
+    earlier = write_snapshot(folder / "2026-10-01.csv", CLEAN)
+    write_snapshot(folder / "2026-10-05.csv", CLEAN)
+    asked: list[str] = []
+
+    def history_of(dataset: str) -> History:
+        asked.append(dataset)
+        return load_history(folder, dataset)
+
+    for landing in (_locating(tmp_path), LandingConfig(allowed_roots=[tmp_path])):
+        parent = parent_snapshot(REFERENCING, "2026-10-02", landing, history_of)
+        assert parent is not None and parent.chosen == "the latest at or before 2026-10-02"
+        assert isinstance(parent.file, SnapshotFile) and parent.file.path == earlier
+    # a parent landing outside the allowed roots is no parent: its history is
+    outside = LandingConfig(
+        allowed_roots=[folder], locator=f"{tmp_path}/{{name}}/{{snapshot_id}}.csv"
+    )
+    write_snapshot(tmp_path / "shop.ledger" / "2026-10-02.csv", CLEAN)
+    parent = parent_snapshot(REFERENCING, "2026-10-02", outside, history_of)
+    assert parent is not None and parent.file.path == earlier  # type: ignore[union-attr]
+    assert asked == [PARENT] * 3
+
+
+def test_a_parent_with_no_snapshot_at_or_before_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    write_snapshot(folder / "2026-10-05.csv", CLEAN)
+    with pytest.raises(SnapshotRefused, match="has no snapshot '2026-10-02' or earlier"):
+        parent_snapshot(REFERENCING, "2026-10-02", _locating(tmp_path),
+                        lambda dataset: load_history(folder, dataset))  # fmt: skip
+    with pytest.raises(SnapshotRefused, match="the dataset this control references"):
+        parent_snapshot(REFERENCING, "2026-10-02", _locating(tmp_path), lambda dataset: None)
