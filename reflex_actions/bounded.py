@@ -151,8 +151,9 @@ def load_bounded_yaml(text: str, what: str, max_chars: int, max_depth: int) -> A
         raise BoundedYamlError(
             f"{what} is {len(text)} characters long; at most {max_chars} are allowed"
         )
-    loader = _StrictLoader(text, what, max_depth)
-    try:
+    loader: _StrictLoader | None = None
+    try:  # building the loader already reads the text (a character YAML refuses raises)
+        loader = _StrictLoader(text, what, max_depth)
         return loader.get_single_data()
     except yaml.MarkedYAMLError as error:
         problem = error.problem or error.context or "unreadable"
@@ -162,4 +163,5 @@ def load_bounded_yaml(text: str, what: str, max_chars: int, max_depth: int) -> A
     except yaml.YAMLError as error:  # e.g. a character YAML does not accept
         raise BoundedYamlError(f"{what} is not valid YAML: {shorten(str(error), 200)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

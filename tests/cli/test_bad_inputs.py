@@ -85,6 +85,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / SPEC).write_text("type: uniqueness\nfield: transaction_id\n")
     (root / "bomb.yaml").write_text(ALIAS_BOMB)
     (root / "broken.yaml").write_text("type: [uniqueness\n")
+    (root / "bell.yaml").write_text("type: uniqueness\nfield: \x07\n")
     write_snapshot(root / "s.csv", [{"transaction_id": "T1"}])
     (root / "a-folder.csv").mkdir()  # a folder named like a file
     (root / "history").mkdir()
@@ -158,6 +159,7 @@ CASES = [
     Case("README.md", "control compile README.md"),
     Case("a-folder.csv", "control compile a-folder.csv"),
     Case("anchor or alias", "control compile bomb.yaml"),
+    Case("unacceptable character", "control compile bell.yaml"),
     Case("not valid YAML", "control compile broken.yaml"),
     Case("--dialect", f"control compile {SPEC} --dialect nosuch"),
     Case("give it with --table", f"control compile {SPEC} --dialect postgres"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from reflex_actions.bounded import (
@@ -109,13 +108,6 @@ def test_the_loader_lets_go_of_its_depth_after_each_node() -> None:
     assert len(load_bounded_yaml(text, "spec", 1_000, 4)) == 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=yaml.YAMLError,
-    reason="a bug (issue 28 item 9): the loader is built outside load_bounded_yaml's try, and "
-    "PyYAML checks a text's characters when the loader is built, so yaml's ReaderError escapes "
-    "in place of a BoundedYamlError (a control spec's ControlSpecError)",
-)
 def test_a_character_yaml_refuses_is_a_bounded_error() -> None:
     with pytest.raises(BoundedYamlError, match=r"^spec is not valid YAML: unacceptable character"):
         load_bounded_yaml("a: \x07", "spec", 100, 3)
