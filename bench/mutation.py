@@ -737,14 +737,13 @@ if __name__ == "__main__":
 # bounded 68: `False` -> `True`
 #   why: include_url / include_input (two mutants, one line) only add keys to pydantic's error
 #        dicts; validated() reads `loc` and `msg` alone.
-# bounded 163: drop `raise BoundedYamlError(f'{what} is not valid YAML: {shorten(str(err...`
-#   why: unreachable (a bug, not fixed here): for a str, PyYAML raises its only unmarked YAMLError
-#        (ReaderError, a character it refuses) while the loader is built, before the try; see
-#        test_a_character_yaml_refuses_is_a_bounded_error (xfail, strict).
-# bounded 163: `200` -> `201`
-#   why: unreachable, as above.
-# bounded 163: `200` -> `199`
-#   why: unreachable, as above.
-# bounded 165: drop `loader.dispose()`
+# bounded 164: `200` -> `201`
+#   why: a ReaderError's message (the only unmarked YAMLError a str raises) is under 200
+#        characters, so the cut never applies. (The raise on this line was unreachable until
+#        5e37d8c: the loader was built outside the try; it is now killed by
+#        test_a_character_yaml_refuses_is_a_bounded_error.)
+# bounded 164: `200` -> `199`
+#   why: as above.
+# bounded 167: drop `loader.dispose()`
 #   why: dispose() only drops the parser's state for the garbage collector; the loader is not used
 #        again and nothing observable changes.
