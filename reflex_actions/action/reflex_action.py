@@ -209,10 +209,7 @@ class ReflexAction(Action):
         try:
             continue_rollouts(self.context, self._turns.slice, self._shards.owned())
         except Exception as error:  # logged; the next approval, or the next start, goes on
-            if isinstance(error, ReflexError):
-                logger.error("reflex: a rollout failed: %s", error)
-            else:
-                logger.exception("reflex: a rollout failed")
+            _log_failure(error, "a rollout")
 
     def _sweep(self, time_ms: int) -> None:
         interval = self.context.config.schedule.interval_seconds or 0
@@ -233,10 +230,7 @@ class ReflexAction(Action):
             counts = on_schedule(self.context, time_ms, interval, turn, owned)
         except Exception as error:  # logged and reported; the next tick tries again
             self.report.record(SCHEDULE_ROUTE, wrote=wrote, error=error)
-            if isinstance(error, ReflexError):
-                logger.error("reflex: schedule tick at %s failed: %s", time_ms, error)
-            else:  # a fault of Reflex's own: the sweeper goes on, with the trace logged
-                logger.exception("reflex: schedule tick at %s failed", time_ms)
+            _log_failure(error, f"schedule tick at {time_ms}")
             return
         self.report.record(SCHEDULE_ROUTE, wrote=wrote)
         logger.info("reflex: schedule tick at %s: %s", time_ms, counts)
@@ -275,6 +269,15 @@ class ReflexAction(Action):
         self.report.end(success=not failed)
         self.report.log()
         self.context.catalog.close()
+
+
+def _log_failure(error: Exception, what: str) -> None:
+    """Work beside the events failed: bad input or an unreachable store in one line; a fault
+    of Reflex's own with its trace. The worker goes on either way."""
+    if isinstance(error, ReflexError):
+        logger.error("reflex: %s failed: %s", what, error)
+    else:
+        logger.exception("reflex: %s failed", what)
 
 
 def _shards_of(source: object) -> Shards:

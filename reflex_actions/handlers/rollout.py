@@ -43,8 +43,9 @@ SLICE_DATASETS = 100
 #: the approval is handled; a larger one goes on in slices.
 IN_DECISION = 5 * SLICE_DATASETS
 
-#: version number -> its datasets in the order they go out (a rule's read once per rollout)
-Datasets = dict[int, list[str]]
+#: version number -> its datasets in the order they go out (a rule's read once per rollout),
+#: and (the versions published and withdrawn) -> the datasets a withdrawal takes the lesson off
+Datasets = dict[object, list[str]]
 
 
 def rule_datasets(rule: ScopeRule, catalog: Catalog) -> set[str]:
@@ -118,9 +119,16 @@ def rollout_slice(
 
 def _withdrawn_datasets(lesson: Lesson, ctx: HandlerContext, known: Datasets) -> list[str]:
     """The datasets of the versions being withdrawn that the version published does not
-    cover, in urn order."""
+    cover, in urn order (worked out once for the slices of one rollout)."""
     rollout = lesson.rollout
     assert rollout is not None
+    key = (rollout.publish, tuple(rollout.withdraw))
+    if key not in known:
+        known[key] = _leaving(lesson, rollout, ctx, known)
+    return known[key]
+
+
+def _leaving(lesson: Lesson, rollout: Rollout, ctx: HandlerContext, known: Datasets) -> list[str]:
     kept: set[str] = set()
     if rollout.publish is not None and (version := lesson.version(rollout.publish)):
         kept = set(version_datasets(version, ctx.catalog, known))

@@ -50,6 +50,7 @@ from reflex_actions.vocabulary import (
     VERSION,
     display_name,
 )
+from reflex_actions.wording import plural
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +271,7 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
     detail = f"version {number} withdrawn" + (
         f": {lesson.rollout.progress()}, the rest follows"
         if lesson.rollout is not None
-        else f" from {_datasets(rollout.withdrawn if rollout else 0)}"
+        else f" from {plural(rollout.withdrawn if rollout else 0, 'dataset')}"
     )
     if proposals:  # no approval can apply them once retired: none waits
         for dataset in proposals:
@@ -280,10 +281,6 @@ def on_retired(lesson: Lesson, change: AspectChange, ctx: HandlerContext) -> str
     ctx.out.save_lesson(lesson)
     logger.info("lesson %s retired by %s", lesson.urn, change.actor)
     return None
-
-
-def _datasets(count: int) -> str:
-    return f"{count:,} dataset{'' if count == 1 else 's'}"
 
 
 def refuse_draft(lesson: Lesson, change: AspectChange, verb: str, ctx: HandlerContext) -> None:
